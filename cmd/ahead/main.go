@@ -1,0 +1,164 @@
+// Command ahead is a sidecar that makes LLM agents faster by running their
+// next tool calls while the model is still thinking. See README.md.
+//
+// main is thin: it parses the subcommand, runs it with a context cancelled
+// on SIGINT/SIGTERM, and maps errors to exit codes (0 ok, 1 runtime failure,
+// 2 usage).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// command is one subcommand.
+type command struct {
+	name  string
+	usage string // one line: "name [flags] ARGS"
+	short string // one line for the command list
+	run   func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a command may touch besides its flags: no globals.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// isTerminal reports whether stderr is a terminal (progress bars).
+	isTerminal bool
+}
+
+// errUsage marks a usage error (exit code 2). Wrap it with details.
+var errUsage = errors.New("usage error")
+
+// usageErr returns a usage error with a message.
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+func commands() []command {
+	return []command{
+		{"demo", "demo", "show ahead speeding up real agent traces (embedded sample, no config)", runDemo},
+		{"serve", "serve --config ahead.yaml", "serve the HTTP tool API (and MCP over HTTP) in front of backends", runServe},
+		{"mcp", "mcp [flags] [-- COMMAND ARGS...]", "serve MCP over stdio in front of MCP servers", runMCP},
+		{"mine", "mine [flags] -o pool.json TRACE...", "mine tool-call patterns from traces", runMine},
+		{"eval", "eval --patterns pool.json [flags] TRACE...", "measure prediction quality on traces", runEval},
+		{"bench", "bench [flags] TRACE...", "replay traces through the engine: serial vs ahead vs oracle", runBench},
+		{"patterns", "patterns show FILE", "print the strongest patterns of a pool", runPatterns},
+		{"traces", "traces import --from openai FILE... -o OUT.jsonl.gz", "convert agent logs to ahead's trace format", runTraces},
+		{"version", "version", "print the version", runVersion},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stderr)}
+	os.Exit(run(ctx, e, os.Args[1:]))
+}
+
+// run runs the command line and returns the exit code.
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		printUsage(e.stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			return run(ctx, e, []string{args[1], "--help"})
+		}
+		printUsage(e.stdout)
+		return 0
+	case "-version", "--version":
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(e.stderr, "ahead %s: %v\nusage: ahead %s (see ahead %s --help)\n", c.name, err, c.usage, c.name)
+			return 2
+		default:
+			fmt.Fprintf(e.stderr, "ahead %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "ahead: unknown command %q\n\n", name)
+	printUsage(e.stderr)
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "ahead runs an LLM agent's next tool calls while the model is still thinking.\n\nUsage:\n  ahead <command> [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
+	}
+	fmt.Fprintf(w, "\nRun 'ahead <command> --help' for a command's flags.\n")
+}
+
+// newFlagSet returns a FlagSet for a subcommand whose --help prints the
+// usage line, the description and the flags to stdout.
+func newFlagSet(e *env, name, usage, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fs.SetOutput(e.stdout)
+		fmt.Fprintf(e.stdout, "Usage: ahead %s\n\n%s\n", usage, description)
+		if hasFlags(fs) {
+			fmt.Fprintf(e.stdout, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+		fs.SetOutput(e.stderr)
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parseFlags parses args, turning flag errors into usage errors. --help
+// returns flag.ErrHelp (exit 0).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func runVersion(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "version", "version", "Print ahead's version.")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	fmt.Fprintf(e.stdout, "ahead %s\n", version)
+	return nil
+}

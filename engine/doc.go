@@ -1,0 +1,29 @@
+// Package engine is ahead's core: it serves authoritative tool calls,
+// records them, asks a predictor for the next calls, and runs the safe ones
+// speculatively so that a matching call later finds its result ready.
+//
+// The engine keeps DESIGN.md's promise:
+//   - Lossless: a speculative result is handed to an agent only when an
+//     authoritative call of the same session has exactly the same call key
+//     (tool and canonical arguments), the result is not an error, has not
+//     expired, and no write of the session may have changed it since.
+//   - Safe: only tools the policy allows are speculated, and only at the
+//     level it allows (full, dry run, warm-up).
+//   - Never slower: authoritative calls go first through the scheduler, and
+//     speculation runs on slack inside a budget, preempted when a real call
+//     needs the slot.
+//
+// Fronts (the HTTP API, the MCP proxy, the replay benchmark, Go programs)
+// all call Engine.Call:
+//
+//	eng := engine.New(engine.Options{
+//		Backends: map[string]engine.Backend{"local": {Backend: backend.Funcs{...}}},
+//		Policy:   pol,
+//		Predictor: pred,
+//	})
+//	defer eng.Close()
+//	res, err := eng.Call(ctx, "session-1", "read_file", json.RawMessage(`{"path":"a.txt"}`))
+//
+// All shared state (sessions, speculative entries, learned durations) is
+// guarded by Engine.mu and changed only by the engine's own methods.
+package engine

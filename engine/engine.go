@@ -1,0 +1,372 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// Errors returned by Call (wrapped, test with errors.Is).
+var (
+	// ErrUnknownTool: no backend serves the tool.
+	ErrUnknownTool = backend.ErrUnknownTool
+	// ErrInvalidArgs: the arguments are not a canonicalisable JSON object.
+	ErrInvalidArgs = callkey.ErrInvalidArgs
+	// ErrClosed: the engine is shut down.
+	ErrClosed = errors.New("engine: closed")
+)
+
+// Source says how an authoritative call was served.
+type Source string
+
+const (
+	// Executed: run authoritatively, no speculative counterpart helped.
+	Executed Source = "executed"
+	// Reused: a completed speculative result was handed over.
+	Reused Source = "reused"
+	// Promoted: a queued or running speculative execution became the
+	// authoritative one.
+	Promoted Source = "promoted"
+)
+
+// Result is the outcome of an authoritative call.
+type Result struct {
+	Tool   string
+	Status trace.Status
+	// Output is the tool's output as the backend returned it.
+	Output string
+	// Raw is the backend's front-specific result, if any (see
+	// backend.Response.Raw).
+	Raw    any
+	Source Source
+	// Saved is the tool time the agent did not wait thanks to speculation.
+	Saved time.Duration
+	// Seq is the call's position in its session.
+	Seq int
+}
+
+// Predictor guesses a session's next calls. Observe is called after every
+// authoritative result of every session, possibly concurrently; it returns
+// predictions best first. Forget drops a session's state.
+type Predictor interface {
+	Observe(ev trace.Event) []predict.Prediction
+	Forget(session string)
+}
+
+// Recorder stores events (the trace store). Record must not block for long.
+type Recorder interface {
+	Record(ev trace.Event) error
+}
+
+// Backend is a backend with its capacity, as configured.
+type Backend struct {
+	Backend backend.Backend
+	// Tools lists the tools it serves, for the default router. A backend
+	// with no tools serves every tool no other backend lists.
+	Tools  []string
+	Limits sched.Limits
+}
+
+// Options configure an Engine. The zero value of each field is valid and
+// documented.
+type Options struct {
+	// Backends maps backend names to backends. Required.
+	Backends map[string]Backend
+	// Route returns the backend of a tool; nil means the tools listed in
+	// Backends (and the backend without a list, if any, for the rest).
+	Route func(tool string) (backendName string, ok bool)
+	// Policy decides what may be speculated; nil denies all speculation.
+	Policy *policy.Policy
+	// Predictor guesses the next calls; nil predicts nothing.
+	Predictor Predictor
+	// Recorder stores events; nil records nothing.
+	Recorder Recorder
+	// Registerer receives the Prometheus metrics; nil means none.
+	Registerer prometheus.Registerer
+	// Logger logs problems; nil means slog.Default().
+	Logger *slog.Logger
+
+	// SpecBudget caps concurrent speculative executions; 0 means 8.
+	SpecBudget int
+	// MinProbability ignores predictions less likely than this; 0 means 0.05.
+	MinProbability float64
+	// DefaultTTL is how long a speculative result stays reusable for tools
+	// whose rule sets none; 0 means 60 s.
+	DefaultTTL time.Duration
+	// IdleTimeout drops a session (and its work) idle this long; 0 means
+	// 10 min.
+	IdleTimeout time.Duration
+	// DefaultDuration is the expected tool duration before any is
+	// measured; 0 means 500 ms.
+	DefaultDuration time.Duration
+	// DefaultThink is the expected think time before any is measured;
+	// 0 means 1.8 s.
+	DefaultThink time.Duration
+	// StartDeadline is how long a queued speculative job may wait to
+	// start; 0 means the tool's expected think time (a later start
+	// cannot finish before the call arrives anyway), at least 100 ms.
+	StartDeadline time.Duration
+	// MaxSessionEntries and MaxSessionBytes bound one session's
+	// speculative entries; 0 means 64 entries and 16 MiB.
+	MaxSessionEntries int
+	MaxSessionBytes   int64
+	// MaxEntries and MaxBytes bound all speculative entries; 0 means 4096
+	// entries and 256 MiB.
+	MaxEntries int
+	MaxBytes   int64
+	// SweepInterval is how often expired results and idle sessions are
+	// dropped; 0 means 1 s.
+	SweepInterval time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SpecBudget <= 0 {
+		o.SpecBudget = 8
+	}
+	if o.MinProbability <= 0 {
+		o.MinProbability = 0.05
+	}
+	def(&o.DefaultTTL, 60*time.Second)
+	def(&o.IdleTimeout, 10*time.Minute)
+	def(&o.DefaultDuration, 500*time.Millisecond)
+	def(&o.DefaultThink, 1800*time.Millisecond)
+	def(&o.SweepInterval, time.Second)
+	if o.MaxSessionEntries <= 0 {
+		o.MaxSessionEntries = 64
+	}
+	if o.MaxSessionBytes <= 0 {
+		o.MaxSessionBytes = 16 << 20
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = 4096
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 256 << 20
+	}
+	return o
+}
+
+// Engine serves authoritative calls and speculates. Create it with New and
+// stop it with Close.
+type Engine struct {
+	opts     Options
+	sched    *sched.Scheduler
+	backends map[string]backend.Backend
+	routes   map[string]string // tool → backend, for the default router
+	fallback string            // backend for unlisted tools
+	metrics  *metrics
+
+	mu       sync.Mutex // protects everything below
+	sessions map[string]*session
+	shared   map[callkey.Key]*entry // results of shared tools, any session
+	tools    map[string]*toolStats
+	count    int   // speculative entries, all sessions and shared
+	bytes    int64 // their size
+	totals   Totals
+	closed   bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a running Engine.
+func New(opts Options) *Engine {
+	opts = opts.withDefaults()
+	e := &Engine{
+		opts:     opts,
+		backends: make(map[string]backend.Backend),
+		routes:   make(map[string]string),
+		sessions: make(map[string]*session),
+		shared:   make(map[callkey.Key]*entry),
+		tools:    make(map[string]*toolStats),
+		metrics:  newMetrics(opts.Registerer),
+		stop:     make(chan struct{}),
+	}
+	limits := make(map[string]sched.Limits)
+	for name, b := range opts.Backends {
+		e.backends[name] = b.Backend
+		limits[name] = b.Limits
+		if len(b.Tools) == 0 {
+			e.fallback = name
+		}
+		for _, t := range b.Tools {
+			e.routes[t] = name
+		}
+	}
+	e.sched = sched.New(sched.Options{Backends: limits, SpecBudget: opts.SpecBudget})
+	e.metrics.collectQueues(e.sched)
+	e.wg.Go(e.sweeper)
+	return e
+}
+
+// Close cancels all speculative work, waits for the engine's goroutines and
+// refuses further calls. Authoritative calls in progress finish.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	var ended []*entry
+	for _, s := range e.sessions {
+		ended = append(ended, e.dropSessionLocked(s, OutcomeCancelled)...)
+	}
+	for _, en := range e.shared {
+		e.removeLocked(en, OutcomeCancelled)
+		ended = append(ended, en)
+	}
+	e.mu.Unlock()
+	close(e.stop)
+	e.sched.Close()
+	e.wg.Wait()
+	e.recordEnded(ended)
+}
+
+// route returns the backend of tool.
+func (e *Engine) route(tool string) (string, backend.Backend, bool) {
+	var name string
+	if e.opts.Route != nil {
+		n, ok := e.opts.Route(tool)
+		if !ok {
+			return "", nil, false
+		}
+		name = n
+	} else if n, ok := e.routes[tool]; ok {
+		name = n
+	} else if e.fallback != "" {
+		name = e.fallback
+	} else {
+		return "", nil, false
+	}
+	b, ok := e.backends[name]
+	return name, b, ok
+}
+
+// Call serves an authoritative call of tool with args in session: from a
+// completed speculative result (reuse), by promoting a queued or running
+// speculative execution, or by executing it. A tool's own failure is a
+// Result with Status error, not an error; errors are for calls that could
+// not be served (unknown tool, invalid arguments, backend unreachable,
+// ctx done).
+func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.RawMessage) (Result, error) {
+	key, err := callkey.Make(tool, args)
+	if err != nil {
+		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
+	}
+	bname, b, ok := e.route(tool)
+	if !ok {
+		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, tool)
+	}
+	rule := e.opts.Policy.Lookup(tool)
+	canon := json.RawMessage(key.Args)
+	arrive := time.Now()
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	s := e.sessionLocked(sessionID, arrive)
+	think := s.beginLocked(arrive)
+	seq, step := s.seq, s.step
+	s.seq++
+	var ended []*entry
+	if !rule.IsReadOnly() {
+		ended = e.invalidateLocked(s, rule, canon)
+	}
+	en := e.claimLocked(s, key, rule, arrive)
+	e.mu.Unlock()
+	e.recordEnded(ended)
+
+	call := &authCall{
+		e: e, s: s, tool: tool, key: key, args: canon, rule: rule,
+		backend: bname, seq: seq, step: step, think: think, arrive: arrive,
+	}
+	res, err := call.serve(ctx, b, en)
+	call.finish(res, err)
+	return res, err
+}
+
+// EndSession drops a session: its speculative work is cancelled and its
+// results discarded. Ending an unknown session does nothing.
+func (e *Engine) EndSession(sessionID string) {
+	e.mu.Lock()
+	s, ok := e.sessions[sessionID]
+	var ended []*entry
+	if ok {
+		ended = e.dropSessionLocked(s, OutcomeCancelled)
+	}
+	e.mu.Unlock()
+	e.recordEnded(ended)
+	if ok && e.opts.Predictor != nil {
+		e.opts.Predictor.Forget(sessionID)
+	}
+}
+
+// sweeper drops expired results and idle sessions until Close.
+func (e *Engine) sweeper() {
+	t := time.NewTicker(e.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case now := <-t.C:
+			e.sweep(now)
+		}
+	}
+}
+
+func (e *Engine) sweep(now time.Time) {
+	var ended []*entry
+	var idle []string
+	e.mu.Lock()
+	for id, s := range e.sessions {
+		if s.inflight == 0 && now.Sub(s.lastActive) >= e.opts.IdleTimeout {
+			ended = append(ended, e.dropSessionLocked(s, OutcomeCancelled)...)
+			idle = append(idle, id)
+			continue
+		}
+		for _, en := range s.entries {
+			if en.expiredLocked(now) {
+				e.removeLocked(en, OutcomeExpired)
+				ended = append(ended, en)
+			}
+		}
+	}
+	for _, en := range e.shared {
+		if en.expiredLocked(now) {
+			e.removeLocked(en, OutcomeExpired)
+			ended = append(ended, en)
+		}
+	}
+	e.mu.Unlock()
+	e.recordEnded(ended)
+	if e.opts.Predictor != nil {
+		for _, id := range idle {
+			e.opts.Predictor.Forget(id)
+		}
+	}
+}

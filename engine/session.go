@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// Outcome is the fate of a speculative entry.
+type Outcome string
+
+const (
+	OutcomeReused      Outcome = "reused"      // handed to an authoritative call
+	OutcomePromoted    Outcome = "promoted"    // became the authoritative execution
+	OutcomeExpired     Outcome = "expired"     // TTL passed unclaimed
+	OutcomeInvalidated Outcome = "invalidated" // a write may have changed it
+	OutcomeEvicted     Outcome = "evicted"     // dropped for memory
+	OutcomePreempted   Outcome = "preempted"   // cancelled for an authoritative call
+	OutcomeDropped     Outcome = "dropped"     // not started before its deadline
+	OutcomeFailed      Outcome = "failed"      // error result or backend failure
+	OutcomeCancelled   Outcome = "cancelled"   // session ended or engine closed
+	OutcomeWarmed      Outcome = "warmed"      // a dry run or warm-up that ran
+)
+
+// session is one agent session's state.
+type session struct {
+	id         string
+	seq, step  int
+	inflight   int
+	lastResult time.Time // when the previous authoritative result came back
+	lastActive time.Time
+	entries    map[callkey.Key]*entry
+	warmed     map[string]time.Time // tool → last warm-up
+	bytes      int64
+	gone       bool // dropped; late completions must not re-add state
+}
+
+// beginLocked accounts for an arriving call and returns the agent's think
+// time before it (zero if unknown). Calls arriving while another of the
+// session is in flight belong to the same step.
+func (s *session) beginLocked(now time.Time) time.Duration {
+	s.lastActive = now
+	var think time.Duration
+	if s.inflight == 0 {
+		s.step++
+		if !s.lastResult.IsZero() {
+			think = now.Sub(s.lastResult)
+		}
+	}
+	s.inflight++
+	return think
+}
+
+// entry is one speculative execution and, once done, its result.
+type entry struct {
+	key      callkey.Key
+	sess     *session // nil for a shared entry
+	rule     policy.Tool
+	level    policy.Level
+	resource string // canonical value of the rule's Reads argument
+	hasRes   bool
+	p        float64
+	utility  float64
+	job      *sched.Job
+	backend  string
+	req      backend.Request // what actually runs (a dry run's variant)
+
+	// Set by the job when it finishes, before its Done channel closes.
+	done     bool
+	resp     backend.Response
+	err      error
+	started  time.Time
+	finished time.Time
+	expires  time.Time
+	size     int64
+
+	removed bool
+	outcome Outcome
+}
+
+func (en *entry) reusableLocked(now time.Time) bool {
+	return en.done && en.err == nil && !en.resp.IsError && en.level == policy.LevelFull && now.Before(en.expires)
+}
+
+func (en *entry) expiredLocked(now time.Time) bool {
+	return en.done && !now.Before(en.expires)
+}
+
+func (e *Engine) sessionLocked(id string, now time.Time) *session {
+	s, ok := e.sessions[id]
+	if !ok {
+		s = &session{
+			id:         id,
+			lastActive: now,
+			entries:    make(map[callkey.Key]*entry),
+			warmed:     make(map[string]time.Time),
+		}
+		e.sessions[id] = s
+	}
+	return s
+}
+
+// claimLocked finds the speculative counterpart of an authoritative call
+// and takes it out of the tables: the caller owns it from now on. It returns
+// nil when there is none worth waiting for.
+func (e *Engine) claimLocked(s *session, key callkey.Key, rule policy.Tool, now time.Time) *entry {
+	en := s.entries[key]
+	if en == nil && rule.Shared {
+		en = e.shared[key]
+	}
+	if en == nil {
+		return nil
+	}
+	if en.level != policy.LevelFull {
+		// A dry run's result is never handed over; it has done its job
+		// of warming caches. Let it finish; the real call executes.
+		e.removeLocked(en, OutcomeWarmed)
+		return nil
+	}
+	if en.done && !en.reusableLocked(now) {
+		if en.err != nil || en.resp.IsError {
+			e.removeLocked(en, OutcomeFailed)
+		} else {
+			e.removeLocked(en, OutcomeExpired)
+		}
+		return nil
+	}
+	if en.sess == nil {
+		// A shared result stays for other sessions; this one reads it.
+		if en.done {
+			return en
+		}
+		return nil // another session's work in flight: do not share a promotion
+	}
+	delete(s.entries, key)
+	e.count--
+	s.bytes -= en.size
+	e.bytes -= en.size
+	return en
+}
+
+// removeLocked takes an entry out of its table with an outcome, cancelling
+// its job if it has not finished.
+func (e *Engine) removeLocked(en *entry, why Outcome) {
+	if en.removed {
+		return
+	}
+	en.removed = true
+	en.outcome = why
+	if en.sess != nil {
+		if en.sess.entries[en.key] == en {
+			delete(en.sess.entries, en.key)
+		}
+		en.sess.bytes -= en.size
+	} else if e.shared[en.key] == en {
+		delete(e.shared, en.key)
+	}
+	e.count--
+	e.bytes -= en.size
+	if !en.done && en.job != nil && why != OutcomeWarmed {
+		en.job.Cancel()
+	}
+	e.countOutcomeLocked(en, why)
+}
+
+func (e *Engine) dropSessionLocked(s *session, why Outcome) []*entry {
+	var ended []*entry
+	for _, en := range s.entries {
+		e.removeLocked(en, why)
+		ended = append(ended, en)
+	}
+	s.gone = true
+	delete(e.sessions, s.id)
+	return ended
+}
+
+// invalidateLocked applies the hazard of a call that is not read-only: with
+// a declared written resource, the session's speculative reads of that
+// resource (and those that name none) are invalidated; otherwise all of
+// the session's speculative work is.
+func (e *Engine) invalidateLocked(s *session, rule policy.Tool, args json.RawMessage) []*entry {
+	written, known := "", false
+	if rule.Writes != "" {
+		written, known = argValue(args, rule.Writes)
+	}
+	var ended []*entry
+	for _, en := range s.entries {
+		if known && en.rule.IsReadOnly() && en.hasRes && en.resource != written {
+			continue
+		}
+		e.removeLocked(en, OutcomeInvalidated)
+		ended = append(ended, en)
+	}
+	return ended
+}
+
+// argValue returns the canonical JSON of args[name].
+func argValue(args json.RawMessage, name string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return "", false
+	}
+	v, ok := m[name]
+	if !ok {
+		return "", false
+	}
+	c, err := callkey.CanonicalValue(v)
+	if err != nil {
+		return "", false
+	}
+	return string(c), true
+}
