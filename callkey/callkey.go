@@ -6,24 +6,26 @@
 // insignificant (whitespace and object key order). Numbers are kept exactly
 // as written (1.0 and 1 are different keys), strings are compared after JSON
 // unescaping (so "\u0041" and "A" are the same string), and anything that is
-// not a single valid JSON object — malformed text, duplicate keys, NaN or
-// Infinity, trailing data — is rejected.
+// not a single valid JSON object — malformed text, invalid UTF-8, lone UTF-16
+// surrogate escapes, duplicate keys, NaN or Infinity, trailing data — is
+// rejected.
 //
 // The standard library's encoding/json cannot do this (it round-trips
-// numbers through float64 and accepts duplicate keys), and no well-kept
-// library offers exact canonical JSON, so the small tokenizer-based encoder
-// here is our own.
+// numbers through float64, accepts duplicate keys and replaces invalid UTF-8
+// silently), and no well-kept library offers exact canonical JSON, so the
+// small single-pass parser here is our own. It is on the path of every call
+// ahead sees, so it works in reused buffers: Make allocates only the key's
+// string.
 package callkey
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"slices"
-	"strings"
+	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -59,193 +61,502 @@ func Make(tool string, args []byte) (Key, error) {
 	if tool == "" {
 		return Key{}, fmt.Errorf("%w: empty tool name", ErrInvalidArgs)
 	}
-	c, err := Canonical(args)
-	if err != nil {
+	p := getParser()
+	defer putParser(p)
+	if err := p.object(args); err != nil {
 		return Key{}, err
 	}
-	return Key{Tool: tool, Args: string(c)}, nil
+	return Key{Tool: tool, Args: string(p.out)}, nil
 }
 
 // Canonical returns the canonical form of a JSON object: keys sorted by
 // their unescaped UTF-8 bytes, no insignificant whitespace, numbers exactly
-// as written, strings re-escaped minimally. Empty input and null give {}.
+// as written, strings re-escaped minimally (only '"', '\\' and control
+// characters, as \" \\ \n \r \t or \u00xx). Empty input and null give {}.
 func Canonical(args []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(args)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return []byte("{}"), nil
-	}
-	if trimmed[0] != '{' {
-		return nil, fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArgs, kindOf(trimmed[0]))
-	}
-	v, err := CanonicalValue(trimmed)
-	if err != nil {
+	p := getParser()
+	defer putParser(p)
+	if err := p.object(args); err != nil {
 		return nil, err
 	}
-	return v, nil
+	return bytes.Clone(p.out), nil
 }
 
 // CanonicalValue is like Canonical but accepts any JSON value, not only an
-// object. The policy uses it to compare resource identifiers.
+// object, and gives no special meaning to empty input or null. The policy
+// uses it to compare resource identifiers.
 func CanonicalValue(data []byte) ([]byte, error) {
-	// The decoder would silently replace invalid UTF-8 (and lone
-	// surrogate escapes) with U+FFFD, making different inputs equal.
-	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("%w: invalid UTF-8", ErrInvalidArgs)
+	p := getParser()
+	defer putParser(p)
+	if err := p.document(data); err != nil {
+		return nil, err
 	}
-	if err := checkSurrogates(data); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgs, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var buf bytes.Buffer
-	buf.Grow(len(data))
-	if err := writeValue(&buf, dec, 0); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgs, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrInvalidArgs)
-	}
-	return buf.Bytes(), nil
+	return bytes.Clone(p.out), nil
 }
 
-// maxDepth bounds nesting so hostile input cannot exhaust the stack.
+// maxDepth bounds nesting (objects and arrays inside one another) so that
+// hostile input cannot exhaust the stack.
 const maxDepth = 512
 
-func writeValue(buf *bytes.Buffer, dec *json.Decoder, depth int) error {
-	if depth > maxDepth {
-		return errors.New("nesting deeper than 512 levels")
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return syntaxError(err, dec)
-	}
-	return writeToken(buf, dec, tok, depth)
-}
+// maxPooled is the largest buffer kept for reuse, so that one huge call
+// does not pin its memory for the life of the process.
+const maxPooled = 64 << 10
 
-func writeToken(buf *bytes.Buffer, dec *json.Decoder, tok json.Token, depth int) error {
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return writeObject(buf, dec, depth)
-		case '[':
-			return writeArray(buf, dec, depth)
-		}
-		return fmt.Errorf("unexpected %q at offset %d", t, dec.InputOffset())
-	case string:
-		writeString(buf, t)
-	case json.Number:
-		// json.Number is the literal text; the decoder has already
-		// checked it is a valid JSON number (so no NaN or Infinity).
-		buf.WriteString(string(t))
-	case bool:
-		if t {
-			buf.WriteString("true")
-		} else {
-			buf.WriteString("false")
-		}
-	case nil:
-		buf.WriteString("null")
-	}
-	return nil
-}
-
+// member is one object member while its object is being canonicalised.
 type member struct {
-	key string
-	val []byte
+	key      [2]int // unescaped key: p.keys[key[0]:key[1]]
+	encoding [2]int // `"key":value` as written to p.out
 }
 
-func writeObject(buf *bytes.Buffer, dec *json.Decoder, depth int) error {
-	var members []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntaxError(err, dec)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return fmt.Errorf("object key is not a string at offset %d", dec.InputOffset())
-		}
-		var val bytes.Buffer
-		if err := writeValue(&val, dec, depth+1); err != nil {
-			return err
-		}
-		members = append(members, member{key, val.Bytes()})
+// parser canonicalises one JSON document in a single pass. Objects are
+// written in input order and, when their keys are not already sorted,
+// rewritten in place once their members are known; nested objects are done
+// before their parents, so a member's encoding is final when it is recorded.
+type parser struct {
+	data    []byte
+	pos     int
+	depth   int
+	out     []byte   // canonical output
+	keys    []byte   // unescaped keys of the objects being parsed (a stack)
+	members []member // members of the objects being parsed (a stack)
+	tmp     []byte   // scratch for reordering an object's members
+}
+
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+func getParser() *parser { return parsers.Get().(*parser) }
+
+func putParser(p *parser) {
+	if cap(p.out) > maxPooled || cap(p.keys) > maxPooled || cap(p.tmp) > maxPooled || cap(p.members) > maxPooled/32 {
+		return
 	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return syntaxError(err, dec)
+	*p = parser{out: p.out[:0], keys: p.keys[:0], members: p.members[:0], tmp: p.tmp[:0]}
+	parsers.Put(p)
+}
+
+// object canonicalises call arguments: a JSON object, or nothing or null
+// for no arguments.
+func (p *parser) object(data []byte) error {
+	p.data, p.pos = data, 0
+	p.skipSpace()
+	if p.pos == len(data) {
+		p.out = append(p.out, "{}"...)
+		return nil
 	}
-	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	buf.WriteByte('{')
-	for i, m := range members {
-		if i > 0 {
-			if members[i-1].key == m.key {
-				return fmt.Errorf("duplicate key %q", m.key)
-			}
-			buf.WriteByte(',')
-		}
-		writeString(buf, m.key)
-		buf.WriteByte(':')
-		buf.Write(m.val)
+	c := data[p.pos]
+	if c == '{' {
+		return p.document(data)
 	}
-	buf.WriteByte('}')
+	// Report malformed input as such before complaining about its kind.
+	if err := p.document(data); err != nil {
+		return err
+	}
+	if c == 'n' {
+		p.out = append(p.out[:0], "{}"...)
+		return nil
+	}
+	return fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArgs, kindOf(c))
+}
+
+// document canonicalises one JSON value with optional surrounding space.
+func (p *parser) document(data []byte) error {
+	p.data, p.pos = data, 0
+	// Checking the whole input once is cheaper than checking each string,
+	// and outside strings any non-ASCII byte is a syntax error anyway.
+	if !utf8.Valid(data) {
+		return p.errorf("invalid UTF-8 at offset %d", invalidUTF8(data))
+	}
+	p.skipSpace()
+	if err := p.value(); err != nil {
+		return err
+	}
+	p.skipSpace()
+	if p.pos != len(data) {
+		return p.errorf("trailing data after the JSON value at offset %d", p.pos)
+	}
 	return nil
 }
 
-func writeArray(buf *bytes.Buffer, dec *json.Decoder, depth int) error {
-	buf.WriteByte('[')
-	first := true
-	for dec.More() {
-		if !first {
-			buf.WriteByte(',')
-		}
-		first = false
-		if err := writeValue(buf, dec, depth+1); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // ']'
-		return syntaxError(err, dec)
-	}
-	buf.WriteByte(']')
-	return nil
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgs}, args...)...)
 }
 
-// writeString writes s as a JSON string with minimal escaping: only '"',
-// '\\' and control characters are escaped, so equal strings always encode
-// the same way. Invalid UTF-8 was already replaced by the decoder.
-func writeString(buf *bytes.Buffer, s string) {
-	const hex = "0123456789abcdef"
-	buf.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			buf.WriteString(`\"`)
-		case c == '\\':
-			buf.WriteString(`\\`)
-		case c == '\n':
-			buf.WriteString(`\n`)
-		case c == '\r':
-			buf.WriteString(`\r`)
-		case c == '\t':
-			buf.WriteString(`\t`)
-		case c < 0x20:
-			buf.WriteString(`\u00`)
-			buf.WriteByte(hex[c>>4])
-			buf.WriteByte(hex[c&0xf])
+// unexpected reports the byte at p.pos (or the end of input) as wrong.
+func (p *parser) unexpected(what string) error {
+	if p.pos >= len(p.data) {
+		return p.errorf("unexpected end of JSON input %s", what)
+	}
+	r, _ := utf8.DecodeRune(p.data[p.pos:])
+	return p.errorf("invalid character %q %s at offset %d", r, what, p.pos)
+}
+
+// skipSpace skips JSON whitespace only: bytes.TrimSpace would also skip
+// \f, \v, U+0085 and U+00A0, which JSON does not allow.
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
 		default:
-			buf.WriteByte(c)
+			return
 		}
 	}
-	buf.WriteByte('"')
 }
 
-func syntaxError(err error, dec *json.Decoder) error {
-	if err == io.EOF {
-		return errors.New("unexpected end of JSON input")
+func (p *parser) value() error {
+	if p.pos >= len(p.data) {
+		return p.unexpected("looking for the beginning of a value")
 	}
-	return fmt.Errorf("%v (offset %d)", err, dec.InputOffset())
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.parseObject()
+	case c == '[':
+		return p.parseArray()
+	case c == '"':
+		return p.parseString(false)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.parseNumber()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	default:
+		return p.unexpected("looking for the beginning of a value")
+	}
+}
+
+func (p *parser) literal(lit string) error {
+	if !bytes.HasPrefix(p.data[p.pos:], []byte(lit)) {
+		return p.unexpected("in a literal (want " + lit + ")")
+	}
+	p.pos += len(lit)
+	p.out = append(p.out, lit...)
+	return nil
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return p.errorf("nesting deeper than %d levels at offset %d", maxDepth, p.pos)
+	}
+	return nil
+}
+
+func (p *parser) parseArray() error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.pos++ // '['
+	p.out = append(p.out, '[')
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.out = append(p.out, ']')
+		p.depth--
+		return nil
+	}
+	for {
+		p.skipSpace()
+		if err := p.value(); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return p.unexpected("in an array")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.out = append(p.out, ',')
+		case ']':
+			p.pos++
+			p.out = append(p.out, ']')
+			p.depth--
+			return nil
+		default:
+			return p.unexpected("after an array element")
+		}
+	}
+}
+
+func (p *parser) parseObject() error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	open := p.pos
+	p.pos++ // '{'
+	start, keys0, members0 := len(p.out), len(p.keys), len(p.members)
+	p.out = append(p.out, '{')
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.out = append(p.out, '}')
+		p.depth--
+		return nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return p.unexpected("looking for the beginning of an object key")
+		}
+		enc0, key0 := len(p.out), len(p.keys)
+		if err := p.parseString(true); err != nil {
+			return err
+		}
+		key1 := len(p.keys)
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return p.unexpected("after an object key")
+		}
+		p.pos++
+		p.out = append(p.out, ':')
+		p.skipSpace()
+		if err := p.value(); err != nil {
+			return err
+		}
+		p.members = append(p.members, member{key: [2]int{key0, key1}, encoding: [2]int{enc0, len(p.out)}})
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return p.unexpected("in an object")
+		}
+		if c := p.data[p.pos]; c == ',' {
+			p.pos++
+			p.out = append(p.out, ',')
+			continue
+		} else if c != '}' {
+			return p.unexpected("after an object member")
+		}
+		p.pos++
+		break
+	}
+	if err := p.sortMembers(open, start, p.members[members0:]); err != nil {
+		return err
+	}
+	p.out = append(p.out, '}')
+	p.keys, p.members = p.keys[:keys0], p.members[:members0]
+	p.depth--
+	return nil
+}
+
+// sortMembers puts the members of the object starting at p.out[start] in
+// key order and rejects duplicate keys. Agents usually send keys in one
+// fixed order, often already sorted, so that case costs only a comparison
+// per member.
+func (p *parser) sortMembers(open, start int, ms []member) error {
+	cmp := func(a, b member) int {
+		return bytes.Compare(p.keys[a.key[0]:a.key[1]], p.keys[b.key[0]:b.key[1]])
+	}
+	sorted := slices.IsSortedFunc(ms, cmp)
+	if !sorted {
+		slices.SortFunc(ms, cmp)
+	}
+	for i := 1; i < len(ms); i++ {
+		if cmp(ms[i-1], ms[i]) == 0 {
+			return p.errorf("duplicate key %q in the object at offset %d", p.keys[ms[i].key[0]:ms[i].key[1]], open)
+		}
+	}
+	if sorted {
+		return nil
+	}
+	p.tmp = append(p.tmp[:0], p.out[start:]...)
+	p.out = append(p.out[:start], '{')
+	for i, m := range ms {
+		if i > 0 {
+			p.out = append(p.out, ',')
+		}
+		p.out = append(p.out, p.tmp[m.encoding[0]-start:m.encoding[1]-start]...)
+	}
+	return nil
+}
+
+// parseNumber copies a number literal after checking it against JSON's
+// grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. Its text is
+// kept as written: 1, 1.0 and 1e0 are different keys, and integers beyond
+// float64's precision keep every digit.
+func (p *parser) parseNumber() error {
+	d, i := p.data, p.pos
+	if d[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case digits() == 0:
+		p.pos = i
+		return p.unexpected("in a number (want a digit)")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if digits() == 0 {
+			p.pos = i
+			return p.unexpected("after a decimal point (want a digit)")
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			p.pos = i
+			return p.unexpected("in an exponent (want a digit)")
+		}
+	}
+	p.out = append(p.out, d[p.pos:i]...)
+	p.pos = i
+	return nil
+}
+
+// parseString reads the string at p.pos and writes its canonical encoding
+// to p.out; for a key it also appends the unescaped bytes to p.keys. The
+// input is known to be valid UTF-8.
+func (p *parser) parseString(key bool) error {
+	d := p.data
+	p.pos++ // opening quote
+	p.out = append(p.out, '"')
+	for {
+		// Copy the run of bytes that need no change in one go.
+		i := p.pos
+		for i < len(d) && d[i] >= 0x20 && d[i] != '"' && d[i] != '\\' {
+			i++
+		}
+		p.out = append(p.out, d[p.pos:i]...)
+		if key {
+			p.keys = append(p.keys, d[p.pos:i]...)
+		}
+		p.pos = i
+		if i >= len(d) {
+			return p.unexpected("in a string")
+		}
+		switch c := d[i]; {
+		case c == '"':
+			p.pos++
+			p.out = append(p.out, '"')
+			return nil
+		case c < 0x20:
+			return p.errorf("control character %q in a string at offset %d (it must be escaped)", c, i)
+		}
+		r, err := p.escape()
+		if err != nil {
+			return err
+		}
+		p.out = appendRune(p.out, r)
+		if key {
+			p.keys = utf8.AppendRune(p.keys, r)
+		}
+	}
+}
+
+// escape decodes the escape sequence at p.pos. A \u escape of a UTF-16
+// surrogate must be one half of a pair: decoders differ on lone ones (Go's
+// turns them into U+FFFD), so accepting them would let "\ud800" and
+// "\ufffd" share a key.
+func (p *parser) escape() (rune, error) {
+	d, at := p.data, p.pos
+	if at+1 >= len(d) {
+		p.pos = len(d)
+		return 0, p.unexpected("in a string escape")
+	}
+	p.pos += 2
+	switch d[at+1] {
+	case '"':
+		return '"', nil
+	case '\\':
+		return '\\', nil
+	case '/':
+		return '/', nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+	default:
+		p.pos = at + 1
+		return 0, p.unexpected("in a string escape")
+	}
+	r, ok := hex4(d, at+2)
+	if !ok {
+		return 0, p.errorf("invalid \\u escape at offset %d", at)
+	}
+	p.pos = at + 6
+	if !utf16.IsSurrogate(r) {
+		return r, nil
+	}
+	if r < 0xdc00 && at+12 <= len(d) && d[at+6] == '\\' && d[at+7] == 'u' {
+		if lo, ok := hex4(d, at+8); ok && lo >= 0xdc00 && lo < 0xe000 {
+			p.pos = at + 12
+			return utf16.DecodeRune(r, lo), nil
+		}
+	}
+	return 0, p.errorf("lone UTF-16 surrogate escape at offset %d", at)
+}
+
+// appendRune appends r as it appears inside a canonical string.
+func appendRune(b []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	switch {
+	case r == '"':
+		return append(b, `\"`...)
+	case r == '\\':
+		return append(b, `\\`...)
+	case r == '\n':
+		return append(b, `\n`...)
+	case r == '\r':
+		return append(b, `\r`...)
+	case r == '\t':
+		return append(b, `\t`...)
+	case r < 0x20:
+		return append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+	default:
+		return utf8.AppendRune(b, r)
+	}
+}
+
+func hex4(data []byte, at int) (rune, bool) {
+	if at+4 > len(data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[at : at+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func kindOf(c byte) string {
@@ -261,59 +572,4 @@ func kindOf(c byte) string {
 	default:
 		return fmt.Sprintf("%q", c)
 	}
-}
-
-// checkSurrogates rejects \uXXXX escapes that encode a lone UTF-16
-// surrogate: the decoder would turn them into U+FFFD, so "\ud800" and
-// "\ufffd" would otherwise get the same key.
-func checkSurrogates(data []byte) error {
-	for i := 0; i < len(data); i++ {
-		if data[i] != '\\' || i+1 >= len(data) {
-			continue
-		}
-		if data[i+1] != 'u' {
-			i++ // skip the escaped character (it may be a backslash)
-			continue
-		}
-		r, ok := hex4(data, i+2)
-		if !ok {
-			continue // the decoder reports the syntax error
-		}
-		switch {
-		case r >= 0xd800 && r < 0xdc00:
-			lo, ok := uint16(0), false
-			if i+11 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-				lo, ok = hex4(data, i+8)
-			}
-			if !ok || lo < 0xdc00 || lo >= 0xe000 {
-				return fmt.Errorf("lone UTF-16 surrogate escape at offset %d", i)
-			}
-			i += 11
-		case r >= 0xdc00 && r < 0xe000:
-			return fmt.Errorf("lone UTF-16 surrogate escape at offset %d", i)
-		default:
-			i += 5
-		}
-	}
-	return nil
-}
-
-func hex4(data []byte, at int) (uint16, bool) {
-	if at+4 > len(data) {
-		return 0, false
-	}
-	var r uint16
-	for _, c := range data[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | uint16(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | uint16(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | uint16(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }

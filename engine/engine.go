@@ -184,6 +184,7 @@ type Engine struct {
 	count    int   // speculative entries, all sessions and shared
 	bytes    int64 // their size
 	totals   Totals
+	pending  []trace.Event // speculative records to write after unlocking
 	closed   bool
 
 	stop chan struct{}
@@ -229,19 +230,20 @@ func (e *Engine) Close() {
 		return
 	}
 	e.closed = true
-	var ended []*entry
 	for _, s := range e.sessions {
-		ended = append(ended, e.dropSessionLocked(s, OutcomeCancelled)...)
+		e.dropSessionLocked(s, OutcomeCancelled)
 	}
 	for _, en := range e.shared {
 		e.removeLocked(en, OutcomeCancelled)
-		ended = append(ended, en)
 	}
-	e.mu.Unlock()
+	e.unlock()
 	close(e.stop)
 	e.sched.Close()
 	e.wg.Wait()
-	e.recordEnded(ended)
+	// Speculative runs that were cancelled above have returned now and
+	// settled; write their records.
+	e.mu.Lock()
+	e.unlock()
 }
 
 // route returns the backend of tool.
@@ -292,13 +294,11 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	think := s.beginLocked(arrive)
 	seq, step := s.seq, s.step
 	s.seq++
-	var ended []*entry
 	if !rule.IsReadOnly() {
-		ended = e.invalidateLocked(s, rule, canon)
+		e.invalidateLocked(s, rule, canon)
 	}
 	en := e.claimLocked(s, key, rule, arrive)
-	e.mu.Unlock()
-	e.recordEnded(ended)
+	e.unlock()
 
 	call := &authCall{
 		e: e, s: s, tool: tool, key: key, args: canon, rule: rule,
@@ -314,12 +314,10 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 func (e *Engine) EndSession(sessionID string) {
 	e.mu.Lock()
 	s, ok := e.sessions[sessionID]
-	var ended []*entry
 	if ok {
-		ended = e.dropSessionLocked(s, OutcomeCancelled)
+		e.dropSessionLocked(s, OutcomeCancelled)
 	}
-	e.mu.Unlock()
-	e.recordEnded(ended)
+	e.unlock()
 	if ok && e.opts.Predictor != nil {
 		e.opts.Predictor.Forget(sessionID)
 	}
@@ -340,30 +338,22 @@ func (e *Engine) sweeper() {
 }
 
 func (e *Engine) sweep(now time.Time) {
-	var ended []*entry
 	var idle []string
 	e.mu.Lock()
 	for id, s := range e.sessions {
 		if s.inflight == 0 && now.Sub(s.lastActive) >= e.opts.IdleTimeout {
-			ended = append(ended, e.dropSessionLocked(s, OutcomeCancelled)...)
+			e.dropSessionLocked(s, OutcomeCancelled)
 			idle = append(idle, id)
 			continue
 		}
 		for _, en := range s.entries {
-			if en.expiredLocked(now) {
-				e.removeLocked(en, OutcomeExpired)
-				ended = append(ended, en)
-			}
+			e.sweepEntryLocked(en, now)
 		}
 	}
 	for _, en := range e.shared {
-		if en.expiredLocked(now) {
-			e.removeLocked(en, OutcomeExpired)
-			ended = append(ended, en)
-		}
+		e.sweepEntryLocked(en, now)
 	}
-	e.mu.Unlock()
-	e.recordEnded(ended)
+	e.unlock()
 	if e.opts.Predictor != nil {
 		for _, id := range idle {
 			e.opts.Predictor.Forget(id)

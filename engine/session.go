@@ -78,8 +78,13 @@ type entry struct {
 	expires  time.Time
 	size     int64
 
-	removed bool
+	origin  string // the session that predicted it
+	seq     int    // the position in origin it was predicted for
+	reuses  int    // times a shared result was read
+	ran     bool   // Run started
+	removed bool   // out of its table
 	outcome Outcome
+	settled bool // outcome counted and recorded
 }
 
 func (en *entry) reusableLocked(now time.Time) bool {
@@ -136,21 +141,17 @@ func (e *Engine) claimLocked(s *session, key callkey.Key, rule policy.Tool, now 
 		}
 		return nil // another session's work in flight: do not share a promotion
 	}
-	delete(s.entries, key)
-	e.count--
-	s.bytes -= en.size
-	e.bytes -= en.size
+	e.detachLocked(en)
 	return en
 }
 
-// removeLocked takes an entry out of its table with an outcome, cancelling
-// its job if it has not finished.
-func (e *Engine) removeLocked(en *entry, why Outcome) {
+// detachLocked takes an entry out of its table and its memory accounting.
+// Its outcome is decided by the caller.
+func (e *Engine) detachLocked(en *entry) {
 	if en.removed {
 		return
 	}
 	en.removed = true
-	en.outcome = why
 	if en.sess != nil {
 		if en.sess.entries[en.key] == en {
 			delete(en.sess.entries, en.key)
@@ -161,41 +162,61 @@ func (e *Engine) removeLocked(en *entry, why Outcome) {
 	}
 	e.count--
 	e.bytes -= en.size
+}
+
+// removeLocked takes an entry out of its table with an outcome, cancelling
+// its job if it has not finished (a dry run that warmed a cache is left to
+// finish).
+func (e *Engine) removeLocked(en *entry, why Outcome) {
+	if en.removed {
+		return
+	}
+	e.detachLocked(en)
 	if !en.done && en.job != nil && why != OutcomeWarmed {
 		en.job.Cancel()
 	}
-	e.countOutcomeLocked(en, why)
+	e.settleLocked(en, why)
 }
 
-func (e *Engine) dropSessionLocked(s *session, why Outcome) []*entry {
-	var ended []*entry
+func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 	for _, en := range s.entries {
 		e.removeLocked(en, why)
-		ended = append(ended, en)
 	}
 	s.gone = true
 	delete(e.sessions, s.id)
-	return ended
+}
+
+// sweepEntryLocked drops an entry whose result expired, or whose job ended
+// without running (not started before its start deadline).
+func (e *Engine) sweepEntryLocked(en *entry, now time.Time) {
+	if en.expiredLocked(now) {
+		e.removeLocked(en, OutcomeExpired)
+		return
+	}
+	if !en.done && !en.ran {
+		select {
+		case <-en.job.Done():
+			e.removeLocked(en, OutcomeDropped)
+		default:
+		}
+	}
 }
 
 // invalidateLocked applies the hazard of a call that is not read-only: with
 // a declared written resource, the session's speculative reads of that
 // resource (and those that name none) are invalidated; otherwise all of
 // the session's speculative work is.
-func (e *Engine) invalidateLocked(s *session, rule policy.Tool, args json.RawMessage) []*entry {
+func (e *Engine) invalidateLocked(s *session, rule policy.Tool, args json.RawMessage) {
 	written, known := "", false
 	if rule.Writes != "" {
 		written, known = argValue(args, rule.Writes)
 	}
-	var ended []*entry
 	for _, en := range s.entries {
 		if known && en.rule.IsReadOnly() && en.hasRes && en.resource != written {
 			continue
 		}
 		e.removeLocked(en, OutcomeInvalidated)
-		ended = append(ended, en)
 	}
-	return ended
 }
 
 // argValue returns the canonical JSON of args[name].

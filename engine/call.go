@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// authCall is one authoritative call on its way through the engine.
+type authCall struct {
+	e       *Engine
+	s       *session
+	tool    string
+	key     callkey.Key
+	args    json.RawMessage // canonical
+	rule    policy.Tool
+	backend string
+	seq     int
+	step    int
+	think   time.Duration
+	arrive  time.Time
+
+	toolTime time.Duration // how long the tool ran (speculatively or not)
+	executed bool          // ran authoritatively (its duration is a fresh sample)
+}
+
+func (c *authCall) serve(ctx context.Context, b backend.Backend, en *entry) (Result, error) {
+	if en != nil {
+		res, ok, err := c.fromSpeculation(ctx, en)
+		if ok || err != nil {
+			return res, err
+		}
+	}
+	return c.execute(ctx, b)
+}
+
+// fromSpeculation serves the call from its claimed speculative entry: a
+// completed result is reused; a queued or running one is promoted and
+// awaited. It reports false if the speculation failed and the call must
+// execute.
+func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool, error) {
+	e := c.e
+	e.mu.Lock()
+	if en.done {
+		// claimLocked only hands out completed entries that are reusable.
+		res := c.result(en.resp, Reused, en.finished.Sub(en.started))
+		c.toolTime = en.finished.Sub(en.started)
+		if en.sess != nil {
+			e.settleLocked(en, OutcomeReused)
+		} else {
+			en.reuses++
+		}
+		e.unlock()
+		return res, true, nil
+	}
+	e.mu.Unlock()
+
+	en.job.Promote()
+	select {
+	case <-en.job.Done():
+	case <-ctx.Done():
+		// The caller left: nobody wants this execution any more.
+		en.job.Cancel()
+		e.mu.Lock()
+		e.settleLocked(en, OutcomeCancelled)
+		e.unlock()
+		return Result{}, false, fmt.Errorf("calling %s: %w", c.tool, ctx.Err())
+	}
+
+	e.mu.Lock()
+	defer e.unlock()
+	if !en.done || en.err != nil || en.resp.IsError {
+		// Dropped before it ran, or failed: never reuse an error result.
+		why := OutcomeFailed
+		if !en.ran {
+			why = OutcomeDropped
+		}
+		e.settleLocked(en, why)
+		return Result{}, false, nil
+	}
+	saved := time.Duration(0)
+	if en.started.Before(c.arrive) {
+		saved = c.arrive.Sub(en.started)
+	}
+	c.toolTime = en.finished.Sub(en.started)
+	e.settleLocked(en, OutcomePromoted)
+	return c.result(en.resp, Promoted, saved), true, nil
+}
+
+func (c *authCall) execute(ctx context.Context, b backend.Backend) (Result, error) {
+	req := backend.Request{Session: c.s.id, Tool: c.tool, Args: c.args}
+	var resp backend.Response
+	var err error
+	serr := c.e.sched.Do(ctx, c.backend, func(ctx context.Context) {
+		t0 := time.Now()
+		resp, err = b.Call(ctx, req)
+		c.toolTime = time.Since(t0)
+	})
+	if serr == nil {
+		serr = err
+	}
+	if serr != nil {
+		return Result{}, fmt.Errorf("calling %s: %w", c.tool, serr)
+	}
+	c.executed = true
+	if resp.RetryAfter > 0 {
+		c.e.sched.Backoff(c.backend, resp.RetryAfter)
+	}
+	return c.result(resp, Executed, 0), nil
+}
+
+func (c *authCall) result(resp backend.Response, src Source, saved time.Duration) Result {
+	st := trace.StatusOK
+	if resp.IsError {
+		st = trace.StatusError
+	}
+	return Result{
+		Tool:   c.tool,
+		Status: st,
+		Output: resp.Output,
+		Raw:    resp.Raw,
+		Source: src,
+		Saved:  saved,
+		Seq:    c.seq,
+	}
+}
+
+// finish accounts for the call, records it, and speculates on what the
+// predictor makes of it.
+func (c *authCall) finish(res Result, err error) {
+	e := c.e
+	now := time.Now()
+	e.mu.Lock()
+	s := c.s
+	s.inflight--
+	s.lastResult = now
+	s.lastActive = now
+	ts := e.toolLocked(c.tool)
+	if c.think > 0 {
+		ts.think.observe(c.think)
+	}
+	if err == nil {
+		if c.executed {
+			ts.dur.observe(c.toolTime)
+		}
+		ts.count(res.Source)
+		e.totals.count(res.Source, res.Saved)
+	}
+	if !c.rule.IsReadOnly() {
+		// Again after the write: anything speculated while it ran may
+		// have read the old state.
+		e.invalidateLocked(s, c.rule, c.args)
+	}
+	gone := s.gone
+	e.unlock()
+	e.metrics.observeCall(c.tool, res.Source, now.Sub(c.arrive), res.Saved, err)
+	if err != nil {
+		return
+	}
+	ev := trace.Event{
+		Session:    s.id,
+		Seq:        c.seq,
+		Step:       c.step,
+		Tool:       c.tool,
+		Args:       c.args,
+		Status:     res.Status,
+		Output:     res.Output,
+		TS:         c.arrive.UTC().Format(time.RFC3339Nano),
+		ResultTS:   now.UTC().Format(time.RFC3339Nano),
+		DurationMS: millis(c.toolTime),
+		Source:     string(res.Source),
+	}
+	if c.think > 0 {
+		ev.LLMMS = millis(c.think)
+	}
+	if e.opts.Recorder != nil {
+		if rerr := e.opts.Recorder.Record(ev); rerr != nil {
+			e.opts.Logger.Warn("recording call", "session", s.id, "tool", c.tool, "err", rerr)
+		}
+	}
+	if gone || e.opts.Predictor == nil || e.opts.Policy == nil {
+		return
+	}
+	e.speculate(s, c.seq+1, e.opts.Predictor.Observe(ev))
+}
+
+func millis(d time.Duration) *float64 {
+	ms := float64(d) / float64(time.Millisecond)
+	return &ms
+}

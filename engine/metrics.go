@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// metrics are the engine's Prometheus collectors. They are registered on
+// the Registerer given in Options (never a global registry), so two engines
+// can run in one process.
+type metrics struct {
+	calls         *prometheus.CounterVec   // tool, source
+	callErrors    *prometheus.CounterVec   // tool
+	latency       *prometheus.HistogramVec // source
+	saved         *prometheus.CounterVec   // tool
+	specStarted   *prometheus.CounterVec   // tool
+	outcomes      *prometheus.CounterVec   // tool, outcome
+	wastedSeconds *prometheus.CounterVec   // tool
+	reg           prometheus.Registerer
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_calls_total", Help: "Authoritative calls served, by tool and source (executed, reused, promoted).",
+		}, []string{"tool", "source"}),
+		callErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_call_failures_total", Help: "Authoritative calls that could not be served (backend unreachable, cancelled).",
+		}, []string{"tool"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ahead_call_duration_seconds",
+			Help:    "Time an authoritative call spent in ahead, from arrival to result, by source.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
+		}, []string{"source"}),
+		saved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_saved_seconds_total", Help: "Tool time agents did not wait thanks to speculation.",
+		}, []string{"tool"}),
+		specStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_speculative_started_total", Help: "Speculative executions started.",
+		}, []string{"tool"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_speculative_outcomes_total",
+			Help: "Fates of speculative work: reused, promoted, expired, invalidated, evicted, preempted, dropped, failed, cancelled, warmed.",
+		}, []string{"tool", "outcome"}),
+		wastedSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_wasted_seconds_total", Help: "Time spent on speculative executions nobody claimed.",
+		}, []string{"tool"}),
+		reg: reg,
+	}
+	if reg != nil {
+		reg.MustRegister(m.calls, m.callErrors, m.latency, m.saved, m.specStarted, m.outcomes, m.wastedSeconds)
+	}
+	return m
+}
+
+// collectQueues exports the scheduler's load as gauges read at scrape time.
+func (m *metrics) collectQueues(s *sched.Scheduler) {
+	if m.reg == nil {
+		return
+	}
+	m.reg.MustRegister(&loadCollector{s: s, desc: prometheus.NewDesc(
+		"ahead_backend_load", "Backend slots in use and queue depths, by kind (slots, auth_running, spec_running, auth_queued, spec_queued).",
+		[]string{"backend", "kind"}, nil)})
+}
+
+func (m *metrics) observeCall(tool string, src Source, d, saved time.Duration, err error) {
+	if err != nil {
+		m.callErrors.WithLabelValues(tool).Inc()
+		return
+	}
+	m.calls.WithLabelValues(tool, string(src)).Inc()
+	m.latency.WithLabelValues(string(src)).Observe(d.Seconds())
+	if saved > 0 {
+		m.saved.WithLabelValues(tool).Add(saved.Seconds())
+	}
+}
+
+func (m *metrics) specOutcome(tool string, o Outcome) {
+	m.outcomes.WithLabelValues(tool, string(o)).Inc()
+}
+
+type loadCollector struct {
+	s    *sched.Scheduler
+	desc *prometheus.Desc
+}
+
+func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, l := range c.s.Load() {
+		for kind, v := range map[string]int{
+			"slots": l.Slots, "auth_running": l.AuthRunning, "spec_running": l.SpecRunning,
+			"auth_queued": l.AuthQueued, "spec_queued": l.SpecQueued,
+		} {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), name, kind)
+		}
+	}
+}

@@ -1,0 +1,382 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// candidate is a prediction that passed the policy, with its utility.
+type candidate struct {
+	pred    predict.Prediction
+	key     callkey.Key
+	rule    policy.Tool
+	level   policy.Level
+	backend string
+	b       backend.Backend
+	req     backend.Request
+	utility float64
+	warmup  bool
+}
+
+// speculate filters predictions through the policy, deduplicates them,
+// arbitrates several of one tool, and offers the survivors to the scheduler
+// as speculative jobs of session s (whose next call will be seq).
+func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
+	if len(preds) == 0 {
+		return
+	}
+	now := time.Now()
+	e.mu.Lock()
+	defer e.unlock()
+	if s.gone || e.closed {
+		return
+	}
+	var cands []candidate
+	byKey := make(map[callkey.Key]int, len(preds))
+	for _, p := range preds {
+		c, ok := e.candidateLocked(s, p)
+		if !ok {
+			continue
+		}
+		if i, dup := byKey[c.key]; dup {
+			if c.utility > cands[i].utility {
+				cands[i] = c
+			}
+			continue
+		}
+		byKey[c.key] = len(cands)
+		cands = append(cands, c)
+	}
+	for _, c := range e.arbitrate(cands) {
+		if c.warmup {
+			e.warmLocked(s, c, now)
+		} else {
+			e.offerLocked(s, seq, c, now)
+		}
+	}
+}
+
+// candidateLocked checks a prediction against the policy and routing and
+// computes its utility U = p·T/(c·d): d the tool's expected duration, T the
+// expected saving min(d, expected think time), c the slots it takes (1).
+func (e *Engine) candidateLocked(s *session, p predict.Prediction) (candidate, bool) {
+	if p.P < e.opts.MinProbability || p.Tool == "" {
+		return candidate{}, false
+	}
+	rule := e.opts.Policy.Lookup(p.Tool)
+	level := rule.Level()
+	if level == policy.LevelNone {
+		return candidate{}, false
+	}
+	bname, b, ok := e.route(p.Tool)
+	if !ok {
+		return candidate{}, false
+	}
+	ts := e.toolLocked(p.Tool)
+	d := ts.dur.value(e.opts.DefaultDuration)
+	think := ts.think.value(e.opts.DefaultThink)
+	d = max(d, time.Millisecond)
+	u := p.P * float64(min(d, think)) / float64(d)
+	c := candidate{pred: p, rule: rule, level: level, backend: bname, b: b, utility: u}
+	if p.Args == nil || level == policy.LevelWarmup {
+		if _, ok := b.(backend.Warmer); !ok {
+			return candidate{}, false
+		}
+		c.warmup = true
+		c.key = callkey.Key{Tool: p.Tool} // one warm-up per tool
+		return c, true
+	}
+	key, err := callkey.Make(p.Tool, p.Args)
+	if err != nil {
+		return candidate{}, false
+	}
+	c.key = key
+	c.req = backend.Request{Session: s.id, Tool: p.Tool, Args: json.RawMessage(key.Args), Speculative: true}
+	if level == policy.LevelDryRun {
+		req, ok := dryRunVariant(rule.DryRun, c.req)
+		if !ok {
+			return candidate{}, false
+		}
+		c.req = req
+	}
+	return c, true
+}
+
+// dryRunVariant returns the safe variant of a call: its arguments patched
+// and its tool possibly renamed. Without a declared variant there is none:
+// running the call itself would run its side effect.
+func dryRunVariant(d policy.DryRun, req backend.Request) (backend.Request, bool) {
+	if d.Tool == "" && d.Args == nil {
+		return req, false
+	}
+	if d.Tool != "" {
+		req.Tool = d.Tool
+	}
+	if d.Args != nil {
+		var args, patch map[string]json.RawMessage
+		if json.Unmarshal(req.Args, &args) != nil || json.Unmarshal(d.Args, &patch) != nil {
+			return req, false
+		}
+		if args == nil {
+			args = make(map[string]json.RawMessage)
+		}
+		for k, v := range patch {
+			args[k] = v
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return req, false
+		}
+		c, err := callkey.Canonical(raw)
+		if err != nil {
+			return req, false
+		}
+		req.Args = c
+	}
+	return req, true
+}
+
+// arbitrate applies the policy's deduplication strategy to several
+// candidates of the same tool, and orders the survivors best first.
+func (e *Engine) arbitrate(cands []candidate) []candidate {
+	strategy, perTool := e.opts.Policy.Strategy()
+	better := func(a, b candidate) int {
+		if strategy == policy.StrategyMaxProbability {
+			if c := cmp.Compare(b.pred.P, a.pred.P); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(b.utility, a.utility)
+	}
+	slices.SortStableFunc(cands, better)
+	if strategy == policy.StrategyAll {
+		return cands
+	}
+	kept := cands[:0]
+	perToolCount := make(map[string]int)
+	for _, c := range cands {
+		if perToolCount[c.pred.Tool] >= perTool {
+			continue
+		}
+		perToolCount[c.pred.Tool]++
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+// offerLocked creates a speculative entry for a candidate unless one exists,
+// making room by evicting lower-utility work if the memory limits demand it.
+func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
+	if old := s.entries[c.key]; old != nil {
+		return
+	}
+	if c.rule.Shared {
+		if sh := e.shared[c.key]; sh != nil && (!sh.done || sh.reusableLocked(now)) {
+			return
+		}
+	}
+	if !e.makeRoomLocked(s, c.rule.Shared, c.utility) {
+		return
+	}
+	en := &entry{
+		key:     c.key,
+		rule:    c.rule,
+		level:   c.level,
+		p:       c.pred.P,
+		utility: c.utility,
+		backend: c.backend,
+		req:     c.req,
+		origin:  s.id,
+		seq:     seq,
+	}
+	if c.rule.Reads != "" {
+		en.resource, en.hasRes = argValue(c.req.Args, c.rule.Reads)
+	}
+	if c.rule.Shared {
+		if old := e.shared[c.key]; old != nil {
+			e.removeLocked(old, OutcomeExpired)
+		}
+		e.shared[c.key] = en
+	} else {
+		en.sess = s
+		s.entries[c.key] = en
+	}
+	e.count++
+	b := c.b
+	en.job = e.sched.Submit(sched.Spec{
+		Backend:        c.backend,
+		Utility:        c.utility,
+		Deadline:       now.Add(e.startDeadlineLocked(c.pred.Tool)),
+		NotCancellable: !c.rule.IsCancellable(),
+		Run:            func(ctx context.Context) { e.runSpec(ctx, en, b) },
+	})
+}
+
+func (e *Engine) startDeadlineLocked(tool string) time.Duration {
+	if e.opts.StartDeadline > 0 {
+		return e.opts.StartDeadline
+	}
+	return max(e.toolLocked(tool).think.value(e.opts.DefaultThink), 100*time.Millisecond)
+}
+
+// warmLocked asks the backend to warm up for a tool-only prediction, at
+// most once per tool per TTL in a session.
+func (e *Engine) warmLocked(s *session, c candidate, now time.Time) {
+	w := c.b.(backend.Warmer)
+	if t, ok := s.warmed[c.pred.Tool]; ok && now.Sub(t) < e.ttl(c.rule) {
+		return
+	}
+	if len(s.warmed) >= 256 {
+		clear(s.warmed) // bounded: a predictor may name many tools
+	}
+	s.warmed[c.pred.Tool] = now
+	e.totals.Warmups++
+	tool := c.pred.Tool
+	e.sched.Submit(sched.Spec{
+		Backend:  c.backend,
+		Utility:  c.utility,
+		Deadline: now.Add(e.startDeadlineLocked(tool)),
+		Run:      func(ctx context.Context) { _ = w.Warmup(ctx, tool) },
+	})
+}
+
+func (e *Engine) ttl(rule policy.Tool) time.Duration {
+	if rule.TTL > 0 {
+		return rule.TTL
+	}
+	return e.opts.DefaultTTL
+}
+
+// runSpec executes a speculative entry (the scheduler calls it when a slot
+// is free) and files its result.
+func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
+	e.mu.Lock()
+	if en.removed && en.outcome != "" {
+		// Invalidated or cancelled while it was starting: do not run.
+		e.unlock()
+		return
+	}
+	en.ran = true
+	en.started = time.Now()
+	e.totals.SpecStarted++
+	e.toolLocked(en.key.Tool).specStarted++
+	e.mu.Unlock()
+	e.metrics.specStarted.WithLabelValues(en.key.Tool).Inc()
+
+	resp, err := b.Call(ctx, en.req)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // cancelled: whatever came back is not trusted
+	}
+	now := time.Now()
+
+	e.mu.Lock()
+	en.done = true
+	en.resp, en.err = resp, err
+	en.finished = now
+	en.expires = now.Add(e.ttl(en.rule))
+	if err == nil && en.req.Tool == en.key.Tool {
+		e.toolLocked(en.key.Tool).dur.observe(now.Sub(en.started))
+	}
+	switch {
+	case en.removed:
+		if en.outcome != "" {
+			e.settleLocked(en, en.outcome) // removed while it ran
+		}
+		// else claimed by an authoritative call, which settles it.
+	case err != nil || resp.IsError:
+		why := OutcomeFailed
+		if en.job.State() == sched.Preempted {
+			why = OutcomePreempted
+		}
+		e.removeLocked(en, why)
+	default:
+		en.size = int64(len(resp.Output) + len(en.key.Args) + entryOverhead)
+		e.bytes += en.size
+		if en.sess != nil {
+			en.sess.bytes += en.size
+		}
+		e.enforceBytesLocked(en.sess)
+	}
+	e.unlock()
+	if resp.RetryAfter > 0 {
+		e.sched.Backoff(en.backend, resp.RetryAfter)
+	}
+}
+
+// entryOverhead approximates an entry's fixed memory cost in bytes.
+const entryOverhead = 512
+
+// makeRoomLocked makes space for one more entry of utility u in session s
+// (or in the shared cache), evicting lower-utility entries. It reports
+// false if everything in the way is worth more.
+func (e *Engine) makeRoomLocked(s *session, shared bool, u float64) bool {
+	if !shared {
+		for len(s.entries) >= e.opts.MaxSessionEntries {
+			v := lowest(s.entries, nil)
+			if v == nil || v.utility >= u {
+				return false
+			}
+			e.removeLocked(v, OutcomeEvicted)
+		}
+	}
+	for e.count >= e.opts.MaxEntries {
+		v := e.globalLowestLocked(nil)
+		if v == nil || v.utility >= u {
+			return false
+		}
+		e.removeLocked(v, OutcomeEvicted)
+	}
+	return true
+}
+
+// enforceBytesLocked evicts the lowest-utility completed results until the
+// session's and the global byte limits hold.
+func (e *Engine) enforceBytesLocked(s *session) {
+	done := func(en *entry) bool { return en.done }
+	for s != nil && s.bytes > e.opts.MaxSessionBytes {
+		v := lowest(s.entries, done)
+		if v == nil {
+			break
+		}
+		e.removeLocked(v, OutcomeEvicted)
+	}
+	for e.bytes > e.opts.MaxBytes {
+		v := e.globalLowestLocked(done)
+		if v == nil {
+			break
+		}
+		e.removeLocked(v, OutcomeEvicted)
+	}
+}
+
+func lowest(m map[callkey.Key]*entry, keep func(*entry) bool) *entry {
+	var v *entry
+	for _, en := range m {
+		if keep != nil && !keep(en) {
+			continue
+		}
+		if v == nil || en.utility < v.utility {
+			v = en
+		}
+	}
+	return v
+}
+
+func (e *Engine) globalLowestLocked(keep func(*entry) bool) *entry {
+	v := lowest(e.shared, keep)
+	for _, s := range e.sessions {
+		if w := lowest(s.entries, keep); w != nil && (v == nil || w.utility < v.utility) {
+			v = w
+		}
+	}
+	return v
+}

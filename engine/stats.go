@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"maps"
+	"time"
+
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// ewma is an exponentially weighted moving average of durations.
+type ewma struct {
+	v time.Duration
+	n int64
+}
+
+// ewmaWeight is the weight of a new sample: recent behaviour dominates
+// within about ten calls.
+const ewmaWeight = 0.2
+
+func (w *ewma) observe(d time.Duration) {
+	if w.n == 0 {
+		w.v = d
+	} else {
+		w.v += time.Duration(ewmaWeight * float64(d-w.v))
+	}
+	w.n++
+}
+
+// value returns the average, or def before any sample.
+func (w *ewma) value(def time.Duration) time.Duration {
+	if w.n == 0 {
+		return def
+	}
+	return w.v
+}
+
+// toolStats is what the engine learns and counts per tool.
+type toolStats struct {
+	dur, think                        ewma
+	calls, executed, reused, promoted int64
+	specStarted, wasted               int64
+	saved, wastedTime                 time.Duration
+}
+
+func (ts *toolStats) count(src Source) {
+	ts.calls++
+	switch src {
+	case Executed:
+		ts.executed++
+	case Reused:
+		ts.reused++
+	case Promoted:
+		ts.promoted++
+	}
+}
+
+func (e *Engine) toolLocked(tool string) *toolStats {
+	ts, ok := e.tools[tool]
+	if !ok {
+		ts = &toolStats{}
+		e.tools[tool] = ts
+	}
+	return ts
+}
+
+// Totals counts what the engine did since it started.
+type Totals struct {
+	// Calls is the number of authoritative calls served, split by source.
+	Calls, Executed, Reused, Promoted int64
+	// SpecStarted counts speculative executions started (dry runs
+	// included); Warmups counts warm-ups requested.
+	SpecStarted, Warmups int64
+	// Outcomes counts the fates of speculative entries.
+	Outcomes map[Outcome]int64
+	// Saved is the tool time agents did not wait; Wasted the time spent
+	// on speculative executions nobody claimed.
+	Saved, Wasted time.Duration
+}
+
+func (t *Totals) count(src Source, saved time.Duration) {
+	t.Calls++
+	switch src {
+	case Executed:
+		t.Executed++
+	case Reused:
+		t.Reused++
+	case Promoted:
+		t.Promoted++
+	}
+	t.Saved += saved
+}
+
+// ToolStats summarises one tool.
+type ToolStats struct {
+	Calls, Executed, Reused, Promoted int64
+	SpecStarted, Wasted               int64
+	Saved, WastedTime                 time.Duration
+	// MeanDuration and MeanThink are the learned expectations (EWMA) of
+	// the tool's duration and of the think time before calls to it.
+	MeanDuration, MeanThink time.Duration
+}
+
+// Stats is a snapshot of the engine's counters.
+type Stats struct {
+	Totals
+	Tools map[string]ToolStats
+	// Sessions, Entries and Bytes are the live sessions and speculative
+	// entries and the bytes those hold.
+	Sessions, Entries int
+	Bytes             int64
+}
+
+// Stats returns a snapshot of the engine's counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := Stats{
+		Totals:   e.totals,
+		Tools:    make(map[string]ToolStats, len(e.tools)),
+		Sessions: len(e.sessions),
+		Entries:  e.count,
+		Bytes:    e.bytes,
+	}
+	st.Outcomes = maps.Clone(e.totals.Outcomes)
+	for name, ts := range e.tools {
+		st.Tools[name] = ToolStats{
+			Calls: ts.calls, Executed: ts.executed, Reused: ts.reused, Promoted: ts.promoted,
+			SpecStarted: ts.specStarted, Wasted: ts.wasted, Saved: ts.saved, WastedTime: ts.wastedTime,
+			MeanDuration: ts.dur.value(e.opts.DefaultDuration),
+			MeanThink:    ts.think.value(e.opts.DefaultThink),
+		}
+	}
+	return st
+}
+
+// settleLocked fixes a speculative entry's outcome. If its execution is
+// still running, the count and record wait for runSpec to see it end, so
+// every execution is counted and recorded exactly once with its final
+// outcome and duration.
+func (e *Engine) settleLocked(en *entry, why Outcome) {
+	if en.settled {
+		return
+	}
+	if en.reuses > 0 && why != OutcomeInvalidated {
+		why = OutcomeReused // a shared result that served someone
+	}
+	en.outcome = why
+	if en.ran && !en.done {
+		return
+	}
+	en.settled = true
+	if e.totals.Outcomes == nil {
+		e.totals.Outcomes = make(map[Outcome]int64)
+	}
+	e.totals.Outcomes[why]++
+	e.metrics.specOutcome(en.key.Tool, why)
+	if !en.ran {
+		return
+	}
+	ran := en.finished.Sub(en.started)
+	ts := e.toolLocked(en.key.Tool)
+	switch why {
+	case OutcomeReused, OutcomePromoted, OutcomeWarmed:
+	default:
+		e.totals.Wasted += ran
+		ts.wasted++
+		ts.wastedTime += ran
+		e.metrics.wastedSeconds.WithLabelValues(en.key.Tool).Add(ran.Seconds())
+	}
+	if why == OutcomeReused || why == OutcomePromoted {
+		ts.saved += ran
+	}
+	st := trace.StatusOK
+	if en.err != nil || en.resp.IsError {
+		st = trace.StatusError
+	}
+	e.pending = append(e.pending, trace.Event{
+		Session:     en.origin,
+		Seq:         en.seq,
+		Tool:        en.req.Tool,
+		Args:        en.req.Args,
+		Status:      st,
+		Output:      en.resp.Output,
+		TS:          en.started.UTC().Format(time.RFC3339Nano),
+		ResultTS:    en.finished.UTC().Format(time.RFC3339Nano),
+		DurationMS:  millis(ran),
+		Speculative: true,
+		Outcome:     string(why),
+	})
+}
+
+// unlock releases e.mu and then writes the speculative records that
+// settled while it was held (the recorder may do I/O).
+func (e *Engine) unlock() {
+	evs := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	if e.opts.Recorder == nil {
+		return
+	}
+	for _, ev := range evs {
+		if err := e.opts.Recorder.Record(ev); err != nil {
+			e.opts.Logger.Warn("recording speculative call", "session", ev.Session, "tool", ev.Tool, "err", err)
+		}
+	}
+}

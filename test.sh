@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every check and test of ahead: the command README.md gives and CI runs.
+#   ./test.sh            all checks and tests (race detector on)
+# It installs the pinned npm packages the MCP end-to-end tests need
+# (testdeps/package-lock.json) on first use; no other network access.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './testdeps/*'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+if [ -f testdeps/package-lock.json ]; then
+	echo "== npm packages for end-to-end tests (pinned in testdeps/package-lock.json)"
+	if [ ! -d testdeps/node_modules ] || [ testdeps/package-lock.json -nt testdeps/node_modules/.package-lock.json ]; then
+		npm ci --prefix testdeps --no-audit --no-fund --loglevel=error
+	fi
+fi
+
+echo "== go test -race"
+go test -race -count=1 -timeout 30m ./...
