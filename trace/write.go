@@ -1,0 +1,153 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by Record after Close.
+var ErrClosed = errors.New("trace: writer closed")
+
+// WriterOptions configure a Writer. The zero value is valid.
+type WriterOptions struct {
+	// Prefix starts every file name; "" means "ahead".
+	Prefix string
+	// MaxBytes rotates to a new file once the current one would grow
+	// beyond it; 0 means 64 MiB. A single event larger than MaxBytes still
+	// gets written, alone in its file.
+	MaxBytes int64
+	// Now returns the time used in file names; nil means time.Now.
+	Now func() time.Time
+}
+
+// Writer appends events as JSONL to files in a directory, rotating by
+// size. Files are named PREFIX-YYYYMMDDTHHMMSS.NNNNNNNNNZ-N.jsonl (UTC), so
+// their lexical order is their creation order and a directory of them
+// reads back in order (see Files). A Writer never appends to an existing
+// file: after a crash the torn last line stays the last line of its file,
+// where readers skip it.
+//
+// Each event is written with a single write call, so a crash loses at most
+// the line being written; nothing is buffered. Record is safe for
+// concurrent use; it implements the engine's Recorder.
+type Writer struct {
+	dir  string
+	opts WriterOptions
+
+	mu    sync.Mutex // protects everything below
+	f     *os.File
+	size  int64
+	n     int // files created
+	buf   bytes.Buffer
+	err   error // sticky write error
+	close bool
+}
+
+// NewWriter returns a Writer that writes into dir, creating it if needed.
+// The first file is created on the first Record.
+func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
+	w := &Writer{dir: dir}
+	if opts != nil {
+		w.opts = *opts
+	}
+	if w.opts.Prefix == "" {
+		w.opts.Prefix = "ahead"
+	}
+	if w.opts.MaxBytes <= 0 {
+		w.opts.MaxBytes = 64 << 20
+	}
+	if w.opts.Now == nil {
+		w.opts.Now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("trace writer: %w", err)
+	}
+	return w, nil
+}
+
+// Record appends ev as one line. After a write error every later Record
+// returns that error: a trace with a silent hole is worse than none.
+func (w *Writer) Record(ev Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.close {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	w.buf.Reset()
+	if err := EncodeLine(&w.buf, ev); err != nil {
+		return fmt.Errorf("trace writer: %w", err)
+	}
+	line := w.buf.Bytes()
+	if w.f != nil && w.size > 0 && w.size+int64(len(line)) > w.opts.MaxBytes {
+		if err := w.f.Close(); err != nil {
+			w.err = fmt.Errorf("trace writer: %w", err)
+			return w.err
+		}
+		w.f = nil
+	}
+	if w.f == nil {
+		if err := w.openLocked(); err != nil {
+			w.err = err
+			return err
+		}
+	}
+	n, err := w.f.Write(line)
+	w.size += int64(n)
+	if err != nil {
+		w.err = fmt.Errorf("trace writer: %w", err)
+		return w.err
+	}
+	return nil
+}
+
+func (w *Writer) openLocked() error {
+	w.n++
+	name := fmt.Sprintf("%s-%s-%06d.jsonl", w.opts.Prefix, w.opts.Now().UTC().Format("20060102T150405.000000000Z"), w.n)
+	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("trace writer: %w", err)
+	}
+	w.f, w.size = f, 0
+	return nil
+}
+
+// Close syncs and closes the current file. Later Records return ErrClosed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.close {
+		return nil
+	}
+	w.close = true
+	if w.f == nil {
+		return nil
+	}
+	err := errors.Join(w.f.Sync(), w.f.Close())
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("trace writer: %w", err)
+	}
+	return nil
+}
+
+// EncodeLine writes ev to w as one JSONL line in the trace format. Args are
+// compacted (a RawMessage spanning lines cannot break the format) and must
+// be valid JSON.
+func EncodeLine(w io.Writer, ev Event) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return fmt.Errorf("encoding event %s/%d: %w", ev.Session, ev.Seq, err)
+	}
+	return nil
+}
