@@ -423,7 +423,7 @@ func TestWarmupForToolOnlyPredictions(t *testing.T) {
 			"write": {Allow: true, MaxSpeculation: policy.LevelWarmup},
 		}}
 		pred := predictAfter("list",
-			predict.Prediction{Tool: "read", P: 0.9},                                    // tool only
+			predict.Prediction{Tool: "read", P: 0.9},                                         // tool only
 			predict.Prediction{Tool: "write", Args: json.RawMessage(`{"path":"a"}`), P: 0.9}, // warm-up level
 		)
 		h := newHarness(t, engine.Options{Policy: pol, Predictor: pred,
@@ -497,11 +497,11 @@ func TestRecording(t *testing.T) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		type row struct {
-			seq         int
-			tool, src   string
-			spec        bool
-			outcome     string
-			llm, dur    float64
+			seq       int
+			tool, src string
+			spec      bool
+			outcome   string
+			llm, dur  float64
 		}
 		var got []row
 		for _, ev := range rec.evs {
