@@ -1,0 +1,278 @@
+// Package httpapi serves ahead's engine over HTTP: the tool-call API that
+// agents (or their harnesses) call instead of their tools, the session
+// lifecycle, and the operator's views (Prometheus metrics, health, per-tool
+// statistics).
+//
+// Routes:
+//
+//	POST   /v1/sessions/{session}/calls   {"tool": "...", "args": {...}} → result
+//	DELETE /v1/sessions/{session}         end the session (204)
+//	GET    /v1/stats                      per-tool summary (JSON)
+//	GET    /metrics                       Prometheus exposition
+//	GET    /healthz                       liveness
+//
+// A call's answer is 200 whenever the tool ran, including a tool's own
+// failure (status "error"); other codes mean the call could not be served
+// and carry {"error": "..."}: 400 malformed request, 404 unknown tool, 413
+// body over the limit, 502 backend unreachable, 503 engine closed, 504
+// backend timed out. The handler adds nothing to the engine's promise: a
+// result is exactly what the engine returned for exactly the request's call.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// Engine is what the handler needs of *engine.Engine.
+type Engine interface {
+	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
+	EndSession(session string)
+	Stats() engine.Stats
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+// DefaultMaxBodyBytes is the request body limit when Options sets none.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Options configure a Handler. The zero value is valid.
+type Options struct {
+	// MaxBodyBytes bounds a call's request body; larger bodies get 413.
+	// 0 means DefaultMaxBodyBytes (8 MiB).
+	MaxBodyBytes int64
+	// Gatherer is served at /metrics. Nil means /metrics answers 404:
+	// the handler never falls back to Prometheus' global registry, so
+	// two servers in one process keep their metrics apart.
+	Gatherer prometheus.Gatherer
+	// Logger logs calls that could not be served; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler is the HTTP API of an engine. Create it with New.
+type Handler struct {
+	eng  Engine
+	opts Options
+	mux  *http.ServeMux
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns the HTTP API of eng. opts may be nil.
+func New(eng Engine, opts *Options) *Handler {
+	h := &Handler{eng: eng, mux: http.NewServeMux()}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.MaxBodyBytes <= 0 {
+		h.opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if h.opts.Logger == nil {
+		h.opts.Logger = slog.Default()
+	}
+	h.mux.HandleFunc("POST /v1/sessions/{session}/calls", h.call)
+	h.mux.HandleFunc("DELETE /v1/sessions/{session}", h.endSession)
+	h.mux.HandleFunc("GET /v1/stats", h.stats)
+	h.mux.HandleFunc("GET /healthz", h.healthz)
+	if h.opts.Gatherer != nil {
+		h.mux.Handle("GET /metrics", promhttp.HandlerFor(h.opts.Gatherer, promhttp.HandlerOpts{
+			ErrorLog: slog.NewLogLogger(h.opts.Logger.Handler(), slog.LevelError),
+		}))
+	}
+	return h
+}
+
+// ServeHTTP routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// callResponse is the body of a served call.
+type callResponse struct {
+	Tool   string `json:"tool"`
+	Status string `json:"status"`
+	// Output is the backend's output: the JSON value itself when it is
+	// valid JSON, else a JSON string.
+	Output  json.RawMessage `json:"output"`
+	Source  string          `json:"source"`
+	SavedMS float64         `json:"saved_ms"`
+	Seq     int             `json:"seq"`
+}
+
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
+	session := r.PathValue("session")
+	body, err := readBody(w, r, h.opts.MaxBodyBytes)
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than the limit of "+formatBytes(mbe.Limit))
+			return
+		}
+		// The client went away or the connection broke mid-body; the
+		// answer will most likely not arrive, but say what happened.
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return
+	}
+	req, err := DecodeCall(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := h.eng.Call(r.Context(), session, req.Tool, req.Args)
+	if err != nil {
+		code := h.callErrorCode(r.Context(), err)
+		if code >= 500 {
+			h.opts.Logger.Warn("call not served", "session", session, "tool", req.Tool, "code", code, "err", err)
+		}
+		writeError(w, code, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, callResponse{
+		Tool:    res.Tool,
+		Status:  string(res.Status),
+		Output:  outputJSON(res.Output),
+		Source:  string(res.Source),
+		SavedMS: float64(res.Saved) / float64(time.Millisecond),
+		Seq:     res.Seq,
+	})
+}
+
+// callErrorCode maps an error of Engine.Call to an HTTP status.
+func (h *Handler) callErrorCode(ctx context.Context, err error) int {
+	switch {
+	case errors.Is(err, engine.ErrInvalidArgs):
+		return http.StatusBadRequest
+	case errors.Is(err, engine.ErrUnknownTool):
+		return http.StatusNotFound
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, sched.ErrClosed):
+		return http.StatusServiceUnavailable
+	case ctx.Err() != nil:
+		// The client gave up (or the server is closing its connection);
+		// nobody reads this answer. 499 is nginx's "client closed
+		// request"; it keeps such calls apart from backend failures in
+		// access logs.
+		return 499
+	case errors.Is(err, context.DeadlineExceeded):
+		// The request's context is live, so the deadline was the
+		// backend's own timeout.
+		return http.StatusGatewayTimeout
+	default:
+		return http.StatusBadGateway
+	}
+}
+
+func (h *Handler) endSession(w http.ResponseWriter, r *http.Request) {
+	h.eng.EndSession(r.PathValue("session"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readBody reads the whole body, at most limit bytes. Reading it before
+// decoding lets a body over the limit be told apart from a malformed one,
+// and gives decoding errors exact offsets.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer putBodyBuf(buf)
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(rd); err != nil {
+		return nil, err
+	}
+	// The engine keeps the arguments (canonicalised into its own copy),
+	// and the decoded call refers to the body: hand out a copy so the
+	// buffer can be reused.
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody keeps one huge request from pinning its buffer.
+const maxPooledBody = 64 << 10
+
+func putBodyBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBody {
+		bodyBufs.Put(b)
+	}
+}
+
+// outputJSON returns a backend's output as a JSON value: itself when it is
+// a valid JSON document (compacted, so the response stays one line), else
+// the output as a JSON string.
+func outputJSON(out string) json.RawMessage {
+	if json.Valid([]byte(out)) && utf8.ValidString(out) {
+		var b bytes.Buffer
+		if json.Compact(&b, []byte(out)) == nil {
+			return b.Bytes()
+		}
+	}
+	b, _ := marshalNoEscape(out) // a string always marshals
+	return b
+}
+
+// marshalNoEscape is json.Marshal without HTML escaping: outputs are data
+// for an agent, not HTML, and "<" should stay readable.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := marshalNoEscape(v)
+	if err != nil {
+		// Only our own response types get here; they always marshal.
+		code = http.StatusInternalServerError
+		b = []byte(`{"error":"encoding the response failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorResponse{Error: msg})
+}
+
+// formatBytes prints a byte count the way the limit is usually configured.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return itoa(n>>10) + " KiB"
+	default:
+		return itoa(n) + " bytes"
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
