@@ -79,7 +79,7 @@ func FuzzDecodeCall(f *testing.F) {
 			t.Fatalf("accepted args that are not an object: %s", c.Args)
 		}
 		var std struct {
-			Tool *string        `json:"tool"`
+			Tool *string         `json:"tool"`
 			Args json.RawMessage `json:"args"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(body))
