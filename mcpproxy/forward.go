@@ -1,0 +1,562 @@
+package mcpproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/engine"
+)
+
+// receive is the downstream server's receiving middleware: it serves what
+// the agent sends from the session's upstreams, and leaves the protocol's
+// own housekeeping (initialized, ping, cancellation) to the SDK.
+func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		s, err := p.sessionFor(ss)
+		if err != nil {
+			return nil, err
+		}
+		switch method {
+		case "initialize":
+			return s.initialize(ctx, next, method, req)
+		case "tools/list":
+			return s.listTools(ctx)
+		case "tools/call":
+			return s.callTool(ctx, req.GetParams().(*mcp.CallToolParamsRaw))
+		case "prompts/list":
+			return s.listPrompts(ctx)
+		case "prompts/get":
+			params := req.GetParams().(*mcp.GetPromptParams)
+			defer s.begin(ctx, params.GetProgressToken())()
+			cs, err := s.promptOwner(ctx, params.Name)
+			if err != nil {
+				return nil, err
+			}
+			return passErr(cs.GetPrompt(ctx, params))
+		case "resources/list":
+			return s.listResources(ctx)
+		case "resources/templates/list":
+			return s.listTemplates(ctx)
+		case "resources/read":
+			params := req.GetParams().(*mcp.ReadResourceParams)
+			defer s.begin(ctx, params.GetProgressToken())()
+			cs, err := s.resourceOwner(ctx, params.URI)
+			if err != nil {
+				return nil, err
+			}
+			return passErr(cs.ReadResource(ctx, params))
+		case "resources/subscribe":
+			params := req.GetParams().(*mcp.SubscribeParams)
+			cs, err := s.resourceOwner(ctx, params.URI)
+			if err != nil {
+				return nil, err
+			}
+			if err := cs.Subscribe(ctx, params); err != nil {
+				return nil, passErrOnly(err)
+			}
+			return &emptyResult{}, nil
+		case "resources/unsubscribe":
+			params := req.GetParams().(*mcp.UnsubscribeParams)
+			cs, err := s.resourceOwner(ctx, params.URI)
+			if err != nil {
+				return nil, err
+			}
+			if err := cs.Unsubscribe(ctx, params); err != nil {
+				return nil, passErrOnly(err)
+			}
+			return &emptyResult{}, nil
+		case "completion/complete":
+			params := req.GetParams().(*mcp.CompleteParams)
+			cs, err := s.completionOwner(ctx, params)
+			if err != nil {
+				return nil, err
+			}
+			return passErr(cs.Complete(ctx, params))
+		case "logging/setLevel":
+			// The SDK records the level for the session; every upstream
+			// that logs gets it too, and filters as it would direct.
+			res, err := next(ctx, method, req)
+			if err != nil {
+				return nil, err
+			}
+			params := req.GetParams().(*mcp.SetLoggingLevelParams)
+			for _, sl := range s.slots {
+				cs, err := sl.get(ctx)
+				if err != nil || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
+					continue
+				}
+				if err := cs.SetLoggingLevel(ctx, params); err != nil {
+					return nil, passErrOnly(err)
+				}
+			}
+			return res, nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// initialize connects the session's upstreams with the agent's
+// capabilities, then answers with theirs.
+func (s *session) initialize(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	params, _ := req.GetParams().(*mcp.InitializeParams)
+	s.setInit(params)
+	s.connectAll(ctx)
+	res, err := next(ctx, method, req)
+	if err != nil {
+		return nil, err
+	}
+	ir, ok := res.(*mcp.InitializeResult)
+	if !ok {
+		return res, nil
+	}
+	out := *ir
+	caps, instr, info := s.capabilities()
+	out.Capabilities = caps
+	if instr != "" {
+		out.Instructions = instr
+	}
+	if info != nil {
+		out.ServerInfo = info
+	}
+	return &out, nil
+}
+
+// passErr returns an upstream's result, or its JSON-RPC error as is (the
+// agent sees the code and message it would see direct).
+func passErr[R mcp.Result](r R, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, passErrOnly(err)
+	}
+	return r, nil
+}
+
+func passErrOnly(err error) error {
+	if we, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return we
+	}
+	return err
+}
+
+// upstreamErr turns a failure to reach an upstream into a clear JSON-RPC
+// error (internal error, naming the upstream and the cause).
+func upstreamErr(err error) error {
+	if we, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return we
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "ahead: " + err.Error()}
+}
+
+func hasCap(cs *mcp.ClientSession, f func(*mcp.ServerCapabilities) bool) bool {
+	res := cs.InitializeResult()
+	return res != nil && res.Capabilities != nil && f(res.Capabilities)
+}
+
+// listTools lists every upstream's tools under their downstream names, and
+// remembers where each goes.
+func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
+	routes := make(map[string]route)
+	var tools []*mcp.Tool
+	var errs []error
+	reached := 0
+	for _, sl := range s.slots {
+		cs, err := sl.get(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reached++
+		for t, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("listing tools of %q: %w", sl.up.Name, err))
+				break
+			}
+			name := sl.up.Prefix + t.Name
+			if _, dup := routes[name]; dup {
+				s.p.log.Warn("tool offered by two upstreams; the first is used (set a prefix)",
+					"tool", name, "upstream", sl.up.Name)
+				continue
+			}
+			routes[name] = route{up: sl.up, tool: t.Name}
+			tools = append(tools, downstreamTool(t, name, s.p.log))
+		}
+	}
+	if reached == 0 && len(errs) > 0 {
+		return nil, upstreamErr(errors.Join(errs...))
+	}
+	for _, err := range errs {
+		s.p.log.Warn("tools/list: upstream skipped", "session", s.id, "err", err)
+	}
+	s.mu.Lock()
+	s.tools = routes
+	s.mu.Unlock()
+	s.p.addRoutes(routes)
+	if tools == nil {
+		tools = []*mcp.Tool{}
+	}
+	return &mcp.ListToolsResult{Tools: tools}, nil
+}
+
+// toolRoute returns where a tool of the session goes, listing the tools
+// first if the session has not (or they changed since).
+func (s *session) toolRoute(ctx context.Context, tool string) (route, error) {
+	s.mu.Lock()
+	r, ok := s.tools[tool]
+	listed := s.tools != nil
+	s.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	if !listed {
+		if _, err := s.listTools(ctx); err != nil {
+			return route{}, err
+		}
+		s.mu.Lock()
+		r, ok = s.tools[tool]
+		s.mu.Unlock()
+		if ok {
+			return r, nil
+		}
+	}
+	return route{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", tool)}
+}
+
+// downKey carries the downstream tools/call into the backend, so that an
+// authoritative execution forwards its _meta (progress token) upstream.
+type downKey struct{}
+
+type downCall struct {
+	session string
+	tool    string
+	meta    mcp.Meta
+}
+
+// callTool serves a tools/call through the engine.
+func (s *session) callTool(ctx context.Context, params *mcp.CallToolParamsRaw) (mcp.Result, error) {
+	eng := s.p.engine()
+	if _, err := s.toolRoute(ctx, params.Name); err != nil {
+		return nil, err
+	}
+	args := params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	defer s.begin(ctx, params.GetProgressToken())()
+	ctx = context.WithValue(ctx, downKey{}, &downCall{session: s.id, tool: params.Name, meta: params.Meta})
+	res, err := eng.Call(ctx, s.id, params.Name, args)
+	if err != nil {
+		switch {
+		case errors.Is(err, engine.ErrInvalidArgs):
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		case errors.Is(err, engine.ErrUnknownTool):
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
+		}
+		return nil, upstreamErr(err)
+	}
+	return withSource(res), nil
+}
+
+// withSource returns the upstream's result with _meta.ahead.source added.
+// The stored result is never changed: a shared result may be handed to
+// several sessions.
+func withSource(res engine.Result) *mcp.CallToolResult {
+	var out mcp.CallToolResult
+	if r, ok := res.Raw.(*mcp.CallToolResult); ok && r != nil {
+		out = *r
+	} else {
+		// Not from an MCP upstream (a test backend): render the output.
+		out = mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Output}}, IsError: res.Status == "error"}
+	}
+	if out.Content == nil {
+		out.Content = []mcp.Content{}
+	}
+	meta := maps.Clone(out.Meta)
+	if meta == nil {
+		meta = make(mcp.Meta)
+	}
+	ahead := map[string]any{"source": string(res.Source)}
+	if res.Saved > 0 {
+		ahead["saved_ms"] = res.Saved.Milliseconds()
+	}
+	meta["ahead"] = ahead
+	out.Meta = meta
+	return &out
+}
+
+// listPrompts lists every upstream's prompts.
+func (s *session) listPrompts(ctx context.Context) (*mcp.ListPromptsResult, error) {
+	owners := make(map[string]*upstream)
+	prompts := []*mcp.Prompt{}
+	for _, sl := range s.slots {
+		cs, err := sl.get(ctx)
+		if err != nil || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Prompts != nil }) {
+			continue
+		}
+		for pr, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				return nil, passErrOnly(err)
+			}
+			if _, dup := owners[pr.Name]; dup {
+				continue
+			}
+			owners[pr.Name] = sl.up
+			prompts = append(prompts, pr)
+		}
+	}
+	s.mu.Lock()
+	s.prompts = owners
+	s.mu.Unlock()
+	return &mcp.ListPromptsResult{Prompts: prompts}, nil
+}
+
+// listResources lists every upstream's resources.
+func (s *session) listResources(ctx context.Context) (*mcp.ListResourcesResult, error) {
+	owners := make(map[string]*upstream)
+	resources := []*mcp.Resource{}
+	for _, sl := range s.slots {
+		cs, err := sl.get(ctx)
+		if err != nil || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Resources != nil }) {
+			continue
+		}
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				return nil, passErrOnly(err)
+			}
+			if _, dup := owners[r.URI]; dup {
+				continue
+			}
+			owners[r.URI] = sl.up
+			resources = append(resources, r)
+		}
+	}
+	s.mu.Lock()
+	s.resources = owners
+	s.mu.Unlock()
+	return &mcp.ListResourcesResult{Resources: resources}, nil
+}
+
+// listTemplates lists every upstream's resource templates.
+func (s *session) listTemplates(ctx context.Context) (*mcp.ListResourceTemplatesResult, error) {
+	templates := []*mcp.ResourceTemplate{}
+	for _, sl := range s.slots {
+		cs, err := sl.get(ctx)
+		if err != nil || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Resources != nil }) {
+			continue
+		}
+		for t, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return nil, passErrOnly(err)
+			}
+			templates = append(templates, t)
+		}
+	}
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: templates}, nil
+}
+
+// only returns the session's single upstream connection for a feature when
+// there is exactly one upstream (the common case needs no routing).
+func (s *session) only(ctx context.Context) (*mcp.ClientSession, bool, error) {
+	if len(s.slots) != 1 {
+		return nil, false, nil
+	}
+	cs, err := s.slots[0].get(ctx)
+	if err != nil {
+		return nil, true, upstreamErr(err)
+	}
+	return cs, true, nil
+}
+
+// promptOwner returns the upstream connection serving a prompt.
+func (s *session) promptOwner(ctx context.Context, name string) (*mcp.ClientSession, error) {
+	if cs, ok, err := s.only(ctx); ok {
+		return cs, err
+	}
+	s.mu.Lock()
+	listed := s.prompts != nil
+	s.mu.Unlock()
+	if !listed {
+		if _, err := s.listPrompts(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	up := s.prompts[name]
+	s.mu.Unlock()
+	if up == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", name)}
+	}
+	cs, err := s.slots[up.i].get(ctx)
+	return cs, upstreamErrOrNil(err)
+}
+
+// resourceOwner returns the upstream connection serving a resource URI:
+// the one that listed it, else the first whose templates match it, else the
+// first with resources.
+func (s *session) resourceOwner(ctx context.Context, uri string) (*mcp.ClientSession, error) {
+	if cs, ok, err := s.only(ctx); ok {
+		return cs, err
+	}
+	s.mu.Lock()
+	listed := s.resources != nil
+	s.mu.Unlock()
+	if !listed {
+		if _, err := s.listResources(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	up := s.resources[uri]
+	s.mu.Unlock()
+	if up != nil {
+		cs, err := s.slots[up.i].get(ctx)
+		return cs, upstreamErrOrNil(err)
+	}
+	var first *mcp.ClientSession
+	for _, sl := range s.slots {
+		cs, err := sl.get(ctx)
+		if err != nil || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Resources != nil }) {
+			continue
+		}
+		if first == nil {
+			first = cs
+		}
+		for t, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				break
+			}
+			if tmpl, err := uritemplate.New(t.URITemplate); err == nil && tmpl.Regexp().MatchString(uri) {
+				return cs, nil
+			}
+		}
+	}
+	if first == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("resource %q not found", uri)}
+	}
+	return first, nil
+}
+
+// completionOwner returns the upstream connection that completes for a
+// prompt or a resource template.
+func (s *session) completionOwner(ctx context.Context, params *mcp.CompleteParams) (*mcp.ClientSession, error) {
+	if cs, ok, err := s.only(ctx); ok {
+		return cs, err
+	}
+	if params.Ref != nil && params.Ref.Type == "ref/prompt" {
+		return s.promptOwner(ctx, params.Ref.Name)
+	}
+	if params.Ref != nil && params.Ref.URI != "" {
+		return s.resourceOwner(ctx, params.Ref.URI)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion: unknown reference"}
+}
+
+func upstreamErrOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return upstreamErr(err)
+}
+
+// rootsListChanged forwards the agent's roots/list_changed to the session's
+// upstreams (which then ask for the roots again, through ahead).
+func (p *Proxy) rootsListChanged(ctx context.Context, req *mcp.RootsListChangedRequest) {
+	s, err := p.sessionFor(req.Session)
+	if err != nil {
+		return
+	}
+	for _, sl := range s.slots {
+		if cs := sl.live(); cs != nil {
+			if err := notifyRaw(context.WithoutCancel(ctx), cs, "notifications/roots/list_changed", &mcp.RootsListChangedParams{}); err != nil {
+				p.log.Debug("forwarding roots/list_changed", "upstream", sl.up.Name, "err", err)
+			}
+		}
+	}
+}
+
+// upstreamBackend is the engine's backend for one upstream: it calls the
+// tool on the connection of the session the call belongs to.
+type upstreamBackend struct {
+	p  *Proxy
+	up *upstream
+}
+
+var (
+	_ backend.Backend = (*upstreamBackend)(nil)
+	_ backend.Warmer  = (*upstreamBackend)(nil)
+)
+
+// Call runs a tool on the session's connection to the upstream. A
+// speculative call runs in exactly the session state the agent's would.
+func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
+	s := b.p.sessionByID(req.Session)
+	if s == nil {
+		return backend.Response{}, fmt.Errorf("session %q: %w", req.Session, errSessionGone)
+	}
+	r, err := s.toolRoute(ctx, req.Tool)
+	if err != nil {
+		if r, ok := b.p.routeOf(req.Tool); ok && r.up == b.up {
+			err = nil
+			s.mu.Lock()
+			if s.tools != nil {
+				s.tools[req.Tool] = r
+			}
+			s.mu.Unlock()
+		} else {
+			return backend.Response{}, fmt.Errorf("%w %q", backend.ErrUnknownTool, req.Tool)
+		}
+	}
+	sl := s.slots[r.up.i]
+	cs, err := sl.get(ctx)
+	if err != nil {
+		return backend.Response{}, err
+	}
+	params := &mcp.CallToolParams{Name: r.tool, Arguments: req.Args}
+	if dc, ok := ctx.Value(downKey{}).(*downCall); ok && !req.Speculative && dc.session == req.Session && dc.tool == req.Tool {
+		params.Meta = dc.meta
+	}
+	defer sl.track(req.Speculative)()
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		if ctx.Err() != nil {
+			return backend.Response{}, ctx.Err()
+		}
+		return backend.Response{}, fmt.Errorf("upstream %q: %w", r.up.Name, err)
+	}
+	return backend.Response{Output: renderResult(res), IsError: res.IsError, Raw: res}, nil
+}
+
+// Warmup brings the upstream up where it is down: in every session whose
+// connection to it crashed and may restart now, the connection is started,
+// so that the predicted call does not pay for it. (backend.Warmer names no
+// session; connections of live sessions are started when they initialize.)
+func (b *upstreamBackend) Warmup(ctx context.Context, tool string) error {
+	b.p.mu.Lock()
+	var slots []*slot
+	for _, s := range b.p.sessions {
+		if sl := s.slots[b.up.i]; sl.due() {
+			slots = append(slots, sl)
+		}
+	}
+	b.p.mu.Unlock()
+	var errs []error
+	for _, sl := range slots {
+		if _, err := sl.get(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

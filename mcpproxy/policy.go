@@ -1,0 +1,115 @@
+package mcpproxy
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/policy"
+)
+
+// AnnotationPolicy returns base (the operator's policy; nil denies all)
+// with rules derived from the annotations of tools, which must come from
+// upstreams the operator trusts (Upstream.TrustAnnotations), under their
+// downstream names:
+//   - readOnlyHint and openWorldHint false: speculated in full, read-only;
+//   - readOnlyHint but open world (openWorldHint true, or absent: the spec's
+//     default is true): read-only, never speculated — a tool that reaches
+//     third parties speculates only when the operator's policy names it;
+//   - anything else (writes, no annotations): never speculated, and a call
+//     invalidates the session's speculative results.
+//
+// The operator's policy always wins: a tool named by one of its rules, or
+// matched by one of its globs, keeps that rule. Annotations replace only
+// the policy's default. base is not modified.
+func AnnotationPolicy(base *policy.Policy, tools []*mcp.Tool) *policy.Policy {
+	var out policy.Policy
+	if base != nil {
+		out = *base
+	}
+	out.Tools = maps.Clone(out.Tools)
+	if out.Tools == nil {
+		out.Tools = make(map[string]policy.Tool)
+	}
+	for _, t := range tools {
+		if operatorRule(base, t.Name) {
+			continue
+		}
+		out.Tools[t.Name] = annotationRule(t.Annotations)
+	}
+	return &out
+}
+
+func operatorRule(p *policy.Policy, tool string) bool {
+	if p == nil {
+		return false
+	}
+	if _, ok := p.Tools[tool]; ok {
+		return true
+	}
+	for _, g := range p.Globs {
+		if ok, _ := path.Match(g.Pattern, tool); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func annotationRule(a *mcp.ToolAnnotations) policy.Tool {
+	if a == nil || !a.ReadOnlyHint {
+		return policy.Tool{ReadOnly: new(false)}
+	}
+	if a.OpenWorldHint != nil && !*a.OpenWorldHint {
+		return policy.Tool{Allow: true, MaxSpeculation: policy.LevelFull, ReadOnly: new(true)}
+	}
+	return policy.Tool{ReadOnly: new(true)}
+}
+
+// TrustedTools connects once to every upstream that trusts its annotations
+// and returns its tools under their downstream names, for
+// AnnotationPolicy. The engine's policy is fixed when it is built, before
+// any agent connects, hence this probe; tools an upstream adds later keep
+// the operator's default.
+func (p *Proxy) TrustedTools(ctx context.Context) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	for _, u := range p.ups {
+		if !u.TrustAnnotations {
+			continue
+		}
+		ts, err := p.probe(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("listing the tools of upstream %q: %w", u.Name, err)
+		}
+		tools = append(tools, ts...)
+	}
+	return tools, nil
+}
+
+func (p *Proxy) probe(ctx context.Context, u *upstream) ([]*mcp.Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+	defer cancel()
+	t, err := u.transport(p.opts.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: p.opts.Name, Version: p.opts.Version},
+		&mcp.ClientOptions{Logger: discardLogger, Capabilities: &mcp.ClientCapabilities{}})
+	cs, err := c.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	var tools []*mcp.Tool
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tt := *tool
+		tt.Name = u.Prefix + tool.Name
+		tools = append(tools, &tt)
+	}
+	return tools, nil
+}

@@ -1,0 +1,369 @@
+package mcpproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/engine"
+)
+
+// errSessionGone: the downstream session ended.
+var errSessionGone = errors.New("session ended")
+
+// Caller is what the proxy needs of the engine; *engine.Engine is one.
+type Caller interface {
+	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
+	EndSession(session string)
+}
+
+var _ Caller = (*engine.Engine)(nil)
+
+// Options configure a Proxy. Upstreams is required; the zero value of every
+// other field is valid and documented.
+type Options struct {
+	Upstreams []Upstream
+	// Name and Version are the downstream server's implementation; ""
+	// means "ahead" and "dev". With a single upstream, its own server
+	// info is passed through instead, so the agent sees the server it
+	// configured.
+	Name, Version string
+	// Logger logs problems; nil means slog.Default().
+	Logger *slog.Logger
+	// Stderr receives the stderr of stdio upstreams; nil means os.Stderr.
+	Stderr io.Writer
+	// StartTimeout bounds an upstream's start and initialization; 0 means
+	// 30 s (npx may download a package on first use).
+	StartTimeout time.Duration
+	// BackoffMin and BackoffMax bound the delay before restarting an
+	// upstream after a failure; 0 means 250 ms and 30 s.
+	BackoffMin, BackoffMax time.Duration
+	// ReapInterval is how often sessions closed by the HTTP handler
+	// (DELETE, idle timeout) are cleaned up; 0 means 1 s.
+	ReapInterval time.Duration
+	// SessionTimeout closes HTTP sessions idle this long; 0 means 30 min.
+	SessionTimeout time.Duration
+	// Now is the clock; nil means time.Now (tests).
+	Now func() time.Time
+}
+
+// Proxy is an MCP server in front of MCP upstreams. Create it with New,
+// attach the engine with Attach, serve with Serve (stdio and other
+// transports) or Handler (streamable HTTP), and stop it with Close.
+type Proxy struct {
+	opts   Options
+	log    *slog.Logger
+	ups    []*upstream
+	server *mcp.Server
+	ctx    context.Context // cancelled by Close; parent of upstream starts
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // protects everything below
+	eng      Caller
+	sessions map[*mcp.ServerSession]*session
+	byID     map[string]*session
+	routes   map[string]route // downstream tool name → upstream, all sessions
+	closed   bool
+
+	wg sync.WaitGroup
+}
+
+// upstream is a configured upstream with its index.
+type upstream struct {
+	Upstream
+	i int
+}
+
+// route is where a downstream tool goes.
+type route struct {
+	up   *upstream
+	tool string // the upstream's name for it
+}
+
+// New returns a Proxy for the upstreams. It starts nothing: upstreams are
+// started per downstream session.
+func New(opts Options) (*Proxy, error) {
+	if len(opts.Upstreams) == 0 {
+		return nil, errors.New("mcpproxy: no upstreams")
+	}
+	if opts.Name == "" {
+		opts.Name = "ahead"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	if opts.BackoffMin <= 0 {
+		opts.BackoffMin = 250 * time.Millisecond
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = 30 * time.Second
+	}
+	if opts.ReapInterval <= 0 {
+		opts.ReapInterval = time.Second
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p := &Proxy{
+		opts:     opts,
+		log:      opts.Logger,
+		sessions: make(map[*mcp.ServerSession]*session),
+		byID:     make(map[string]*session),
+		routes:   make(map[string]route),
+	}
+	names := make(map[string]bool)
+	for i, u := range opts.Upstreams {
+		if err := u.validate(); err != nil {
+			return nil, fmt.Errorf("mcpproxy: %w", err)
+		}
+		if names[u.Name] {
+			return nil, fmt.Errorf("mcpproxy: two upstreams named %q", u.Name)
+		}
+		names[u.Name] = true
+		p.ups = append(p.ups, &upstream{Upstream: u, i: i})
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Logger: discardLogger,
+		// ahead needs sessions (speculation is per session): offer only
+		// the protocol versions that have them, so newer clients fall
+		// back to the initialize handshake.
+		SupportedProtocolVersions: sessionProtocolVersions(),
+		RootsListChangedHandler:   p.rootsListChanged,
+		// Capabilities are the upstreams', set in the initialize result.
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	p.server.AddReceivingMiddleware(p.receive)
+	p.server.AddSendingMiddleware(sendRaw)
+	return p, nil
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
+
+// sessionProtocolVersions returns the SDK's protocol versions that use the
+// initialize handshake (and so have sessions).
+func sessionProtocolVersions() []string {
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
+}
+
+// Attach sets the engine tools/call goes through. It must be called once,
+// before serving: the engine needs the proxy's backends to be built.
+func (p *Proxy) Attach(eng Caller) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.eng != nil {
+		panic("mcpproxy: Attach called twice")
+	}
+	p.eng = eng
+}
+
+func (p *Proxy) engine() Caller {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eng
+}
+
+func (p *Proxy) now() time.Time { return p.opts.Now() }
+
+// Serve serves one downstream session over t (an agent's stdio: use
+// &mcp.StdioTransport{}) until the client disconnects or ctx is done.
+func (p *Proxy) Serve(ctx context.Context, t mcp.Transport) error {
+	if p.engine() == nil {
+		return errors.New("mcpproxy: Serve before Attach")
+	}
+	ss, err := p.server.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("connecting downstream: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		ss.Close()
+		err = <-done
+	}
+	p.endSession(ss)
+	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// Handler returns the streamable HTTP handler of the proxy (mount it at
+// /mcp). Sessions the handler closes (DELETE, idle timeout) are cleaned up
+// within ReapInterval.
+func (p *Proxy) Handler() http.Handler {
+	p.mu.Lock()
+	start := p.eng != nil && !p.closed
+	p.mu.Unlock()
+	if start {
+		p.wg.Go(p.reaper)
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server },
+		&mcp.StreamableHTTPOptions{Logger: discardLogger, SessionTimeout: p.opts.SessionTimeout})
+}
+
+// reaper ends the state of sessions the server no longer has.
+func (p *Proxy) reaper() {
+	t := time.NewTicker(p.opts.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		live := make(map[*mcp.ServerSession]bool)
+		for ss := range p.server.Sessions() {
+			live[ss] = true
+		}
+		var gone []*mcp.ServerSession
+		p.mu.Lock()
+		for ss := range p.sessions {
+			if !live[ss] {
+				gone = append(gone, ss)
+			}
+		}
+		p.mu.Unlock()
+		for _, ss := range gone {
+			p.endSession(ss)
+		}
+	}
+}
+
+// Close ends every session, stops the upstreams and waits for the proxy's
+// goroutines. The engine is not closed (it is the caller's).
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	var all []*mcp.ServerSession
+	for ss := range p.sessions {
+		all = append(all, ss)
+	}
+	p.mu.Unlock()
+	for _, ss := range all {
+		ss.Close()
+		p.endSession(ss)
+	}
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+// sessionFor returns the state of a downstream session, creating it on
+// first sight.
+func (p *Proxy) sessionFor(ss *mcp.ServerSession) (*session, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.sessions[ss]; ok {
+		return s, nil
+	}
+	if p.closed {
+		return nil, errors.New("mcpproxy: closed")
+	}
+	id := ss.ID()
+	if id == "" {
+		id = "mcp-" + rand.Text()
+	}
+	s := newSession(p, id, ss)
+	p.sessions[ss] = s
+	p.byID[id] = s
+	return s, nil
+}
+
+func (p *Proxy) sessionByID(id string) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byID[id]
+}
+
+// endSession drops a downstream session: its speculative work in the
+// engine, and its upstream connections.
+func (p *Proxy) endSession(ss *mcp.ServerSession) {
+	p.mu.Lock()
+	s, ok := p.sessions[ss]
+	if ok {
+		delete(p.sessions, ss)
+		delete(p.byID, s.id)
+	}
+	eng := p.eng
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	if eng != nil {
+		eng.EndSession(s.id)
+	}
+	s.close()
+}
+
+// addRoutes records where a session's tools go, for the engine's router
+// and speculative calls. With several upstreams offering a name, the first
+// configured wins, as in every session's listing.
+func (p *Proxy) addRoutes(rs map[string]route) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, r := range rs {
+		if old, ok := p.routes[name]; ok && old.up.i < r.up.i {
+			continue
+		}
+		p.routes[name] = r
+	}
+}
+
+func (p *Proxy) routeOf(tool string) (route, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.routes[tool]
+	return r, ok
+}
+
+// BackendName returns the engine backend name of an upstream.
+func BackendName(upstream string) string { return "mcp:" + upstream }
+
+// Backends returns one engine backend per upstream, to build the engine
+// with (together with Route).
+func (p *Proxy) Backends() map[string]engine.Backend {
+	m := make(map[string]engine.Backend, len(p.ups))
+	for _, u := range p.ups {
+		m[BackendName(u.Name)] = engine.Backend{Backend: &upstreamBackend{p: p, up: u}, Limits: u.Limits}
+	}
+	return m
+}
+
+// Route is the engine's router for the proxy's tools: it knows the tools
+// the sessions have listed, and the prefixes of the upstreams.
+func (p *Proxy) Route(tool string) (string, bool) {
+	if r, ok := p.routeOf(tool); ok {
+		return BackendName(r.up.Name), true
+	}
+	return "", false
+}

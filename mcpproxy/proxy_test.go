@@ -1,0 +1,352 @@
+package mcpproxy
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/policy"
+)
+
+func TestThroughAheadEqualsDirect(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	via, direct := r.connect(nil), r.direct(nil)
+
+	if got, want := via.InitializeResult().ServerInfo.Name, "testfs"; got != want {
+		t.Errorf("server name through ahead = %q, want the upstream's %q", got, want)
+	}
+	if got, want := via.InitializeResult().Instructions, "use list before read"; got != want {
+		t.Errorf("instructions = %q, want %q", got, want)
+	}
+
+	lv, err := via.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := direct.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wire(t, ld.Tools), wire(t, lv.Tools)); diff != "" {
+		t.Errorf("tools/list through ahead differs from direct (-direct +ahead):\n%s", diff)
+	}
+
+	calls := []struct {
+		tool string
+		args any
+	}{
+		{"list", map[string]any{}},
+		{"read", map[string]any{"name": "a.txt"}},
+		{"read", map[string]any{"name": "missing"}}, // a tool error
+		{"write", map[string]any{"name": "c.txt", "text": "gamma"}},
+		{"read", map[string]any{"name": "c.txt"}},
+		{"list", nil},
+	}
+	for _, c := range calls {
+		gv, src := call(t, via, c.tool, c.args)
+		gd, _ := call(t, direct, c.tool, c.args)
+		if src != "executed" {
+			t.Errorf("%s: _meta.ahead.source = %q, want executed (no predictor)", c.tool, src)
+		}
+		if diff := cmp.Diff(wire(t, gd), wire(t, withoutAhead(gv))); diff != "" {
+			t.Errorf("%s %v through ahead differs from direct (-direct +ahead):\n%s", c.tool, c.args, diff)
+		}
+	}
+
+	// Prompts, resources, templates and completion pass through.
+	pv, err := via.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, _ := direct.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "bob"}})
+	if diff := cmp.Diff(wire(t, pd), wire(t, pv)); diff != "" {
+		t.Errorf("prompts/get differs (-direct +ahead):\n%s", diff)
+	}
+	for _, uri := range []string{"test://motd", "test://files/b.txt"} {
+		rv, err := via.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("reading %s: %v", uri, err)
+		}
+		rd, _ := direct.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+		if diff := cmp.Diff(wire(t, rd), wire(t, rv)); diff != "" {
+			t.Errorf("resources/read %s differs (-direct +ahead):\n%s", uri, diff)
+		}
+	}
+	resv, err := via.ListResources(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resd, _ := direct.ListResources(t.Context(), nil)
+	if diff := cmp.Diff(wire(t, resd.Resources), wire(t, resv.Resources)); diff != "" {
+		t.Errorf("resources/list differs (-direct +ahead):\n%s", diff)
+	}
+	tv, err := via.ListResourceTemplates(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tv.ResourceTemplates) != 1 || tv.ResourceTemplates[0].URITemplate != "test://files/{name}" {
+		t.Errorf("resources/templates/list = %+v", tv.ResourceTemplates)
+	}
+	cv, err := via.Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "bo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cv.Completion.Values; !slices.Equal(got, []string{"bo-done"}) {
+		t.Errorf("completion = %v, want [bo-done]", got)
+	}
+}
+
+func TestErrorsPassThrough(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	via, direct := r.connect(nil), r.direct(nil)
+	_, errv := via.CallTool(t.Context(), &mcp.CallToolParams{Name: "nope"})
+	_, errd := direct.CallTool(t.Context(), &mcp.CallToolParams{Name: "nope"})
+	if errv == nil || errd == nil {
+		t.Fatalf("unknown tool: got errors %v (ahead), %v (direct); want both", errv, errd)
+	}
+	wv, _ := errors.AsType[*jsonrpc.Error](errv)
+	wd, _ := errors.AsType[*jsonrpc.Error](errd)
+	if wv == nil || wd == nil || wv.Code != wd.Code {
+		t.Errorf("unknown tool error through ahead = %v, direct = %v: want the same code", errv, errd)
+	}
+	// Arguments of the wrong type: the upstream's own validation answers.
+	resv, errv := via.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": 7}})
+	resd, errd := direct.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": 7}})
+	if (errv == nil) != (errd == nil) {
+		t.Fatalf("bad arguments: error through ahead %v, direct %v", errv, errd)
+	}
+	if errv == nil {
+		if diff := cmp.Diff(wire(t, resd), wire(t, withoutAhead(resv))); diff != "" {
+			t.Errorf("bad arguments result differs (-direct +ahead):\n%s", diff)
+		}
+	}
+}
+
+func TestPredictedReadIsReused(t *testing.T) {
+	r := newRig(t, rigOptions{predictor: readAfterList})
+	cs := r.connect(nil)
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, src := call(t, cs, "list", map[string]any{}); src != "executed" {
+		t.Errorf("list: source %q, want executed", src)
+	}
+	res, src := call(t, cs, "read", map[string]any{"name": "a.txt"})
+	if src != "reused" && src != "promoted" {
+		t.Errorf("predicted read: source %q, want reused or promoted", src)
+	}
+	if got := text(res); got != "alpha" {
+		t.Errorf("predicted read = %q, want alpha", got)
+	}
+	st := r.up.files(r.up.connects - 1)
+	st.mu.Lock()
+	reads, writes := st.reads["a.txt"], st.write
+	st.mu.Unlock()
+	if reads != 1 {
+		t.Errorf("upstream ran read(a.txt) %d times, want 1 (speculative, then handed over)", reads)
+	}
+	// After the read the predictor proposes a write: the policy (from
+	// annotations) never lets it run speculatively.
+	if _, src := call(t, cs, "list", nil); src != "executed" {
+		t.Errorf("second list: source %q", src)
+	}
+	if writes != 0 {
+		t.Errorf("upstream ran write %d times speculatively", writes)
+	}
+}
+
+func TestWriteInvalidatesSpeculativeRead(t *testing.T) {
+	r := newRig(t, rigOptions{predictor: readAfterList})
+	cs := r.connect(nil)
+	call(t, cs, "list", map[string]any{})
+	// The speculative read(a.txt) may be done or running: the write must
+	// throw it away either way.
+	if _, src := call(t, cs, "write", map[string]any{"name": "a.txt", "text": "changed"}); src != "executed" {
+		t.Errorf("write: source %q, want executed", src)
+	}
+	res, src := call(t, cs, "read", map[string]any{"name": "a.txt"})
+	if src != "executed" {
+		t.Errorf("read after write: source %q, want executed (the speculative read was invalidated)", src)
+	}
+	if got := text(res); got != "changed" {
+		t.Errorf("read after write = %q, want changed", got)
+	}
+}
+
+func TestSessionsHaveTheirOwnUpstream(t *testing.T) {
+	r := newRig(t, rigOptions{predictor: readAfterList})
+	a, b := r.connect(nil), r.connect(nil)
+	call(t, a, "write", map[string]any{"name": "a.txt", "text": "only in a"})
+	ra, _ := call(t, a, "read", map[string]any{"name": "a.txt"})
+	rb, _ := call(t, b, "read", map[string]any{"name": "a.txt"})
+	if text(ra) != "only in a" || text(rb) != "alpha" {
+		t.Errorf("read in a = %q, in b = %q: want each session's own state", text(ra), text(rb))
+	}
+}
+
+func TestForwardsProgressLoggingSamplingElicitationRoots(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	a := &agent{}
+	cs := r.connect(a)
+	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	params := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}}
+	params.SetProgressToken("tok-1")
+	res, err := cs.CallTool(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("slow failed: %v", text(res))
+	}
+	a.mu.Lock()
+	progress, logs := slices.Clone(a.progress), slices.Clone(a.logs)
+	a.mu.Unlock()
+	if !slices.Equal(progress, []string{"tok-1:1/2 half"}) {
+		t.Errorf("progress = %q, want the upstream's, with the agent's token", progress)
+	}
+	if !slices.Equal(logs, []string{"info slow started"}) {
+		t.Errorf("logs = %q", logs)
+	}
+
+	res, _ = call(t, cs, "ask", map[string]any{})
+	if res.IsError {
+		t.Fatalf("ask failed: %s", text(res))
+	}
+	want := map[string]any{"sampled": "sampled!", "elicited": "ada", "roots": []any{"file:///work"}}
+	if diff := cmp.Diff(wire(t, want), wire(t, res.StructuredContent)); diff != "" {
+		t.Errorf("sampling/elicitation/roots through ahead (-want +got):\n%s", diff)
+	}
+}
+
+func TestCancellationReachesUpstream(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.up.release = make(chan struct{}) // never released: only cancellation ends slow
+	cs := r.connect(nil)
+	call(t, cs, "list", nil) // start the upstream
+	ctx, cancel := contextWithCancel(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("cancelled call returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled call hangs")
+	}
+	// The upstream is still usable.
+	if res, _ := call(t, cs, "read", map[string]any{"name": "b.txt"}); text(res) != "beta" {
+		t.Errorf("after cancellation read = %q", text(res))
+	}
+}
+
+func TestCrashedUpstreamRestartsWithBackoff(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	cs := r.connect(nil)
+	call(t, cs, "write", map[string]any{"name": "a.txt", "text": "lost"})
+	r.up.kill()
+	// The crash is noticed asynchronously; calls fail fast (never hang)
+	// with an error naming the upstream until the backoff passes.
+	var err error
+	for range 100 {
+		_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": "a.txt"}})
+		if err != nil && strings.Contains(err.Error(), "next start in") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), `upstream "fs"`) || !strings.Contains(err.Error(), "next start in") {
+		t.Fatalf("call after a crash: err = %v, want an upstream-down error naming fs", err)
+	}
+	if we, ok := errors.AsType[*jsonrpc.Error](err); !ok || we.Code != jsonrpc.CodeInternalError {
+		t.Errorf("error %v is not a JSON-RPC internal error", err)
+	}
+	r.clock.Add(time.Second) // past the first backoff (250 ms)
+	res, src := call(t, cs, "read", map[string]any{"name": "a.txt"})
+	if text(res) != "alpha" || src != "executed" {
+		t.Errorf("after restart read = %q (%s), want a fresh upstream's alpha", text(res), src)
+	}
+	if got := r.up.connects; got < 3 { // probe, first start, restart
+		t.Errorf("upstream connected %d times, want a restart", got)
+	}
+
+	// A start that fails backs off longer each time.
+	r.up.mu.Lock()
+	r.up.failConnect = true
+	r.up.mu.Unlock()
+	r.up.kill()
+	var delays []string
+	for range 3 {
+		r.clock.Add(time.Minute)
+		for range 100 {
+			_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
+			if err != nil && strings.Contains(err.Error(), "next start in") {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
+		if err == nil {
+			t.Fatal("call succeeded with a failing upstream")
+		}
+		delays = append(delays, err.Error()[strings.LastIndex(err.Error(), "next start in"):])
+	}
+	if delays[0] == delays[1] || delays[1] == delays[2] {
+		t.Errorf("backoff does not grow: %q", delays)
+	}
+}
+
+func TestSourceOnEveryResult(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	cs := r.connect(nil)
+	for _, c := range []string{"list", "read", "write"} {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: c, Arguments: map[string]any{"name": "zz", "text": "t"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := sourceOf(res); s != "executed" {
+			t.Errorf("%s: _meta.ahead.source = %q", c, s)
+		}
+	}
+}
+
+func TestPrefixedTools(t *testing.T) {
+	r := newRig(t, rigOptions{prefix: "fs_", policy: &policy.Policy{}})
+	cs := r.connect(nil)
+	lt, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range lt.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"fs_ask", "fs_list", "fs_read", "fs_slow", "fs_write"}; !slices.Equal(sorted(names), want) {
+		t.Errorf("tools = %v, want %v", names, want)
+	}
+	if res, _ := call(t, cs, "fs_read", map[string]any{"name": "a.txt"}); text(res) != "alpha" {
+		t.Errorf("fs_read = %q", text(res))
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{}}); err == nil {
+		t.Errorf("the unprefixed name is callable")
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
