@@ -1,0 +1,371 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/backend/replay"
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// Mode is a way of running the engine over the sessions.
+type Mode string
+
+const (
+	Serial   Mode = "serial"
+	Ahead    Mode = "ahead"
+	Oracle   Mode = "oracle"
+	Orion    Mode = "orion"
+	SpecFaaS Mode = "specfaas"
+	AllWrong Mode = "all_wrong"
+	AA       Mode = "aa"
+)
+
+// Modes lists every mode in the order Run runs them: serial first and its
+// A/A repetition last, so that the noise floor spans the whole run.
+var Modes = []Mode{Serial, Ahead, Oracle, Orion, SpecFaaS, AllWrong, AA}
+
+// ParseMode returns the mode named s.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown mode %q", ErrConfig, s)
+}
+
+// ErrConfig is wrapped by errors about Options.
+var ErrConfig = errors.New("bench: bad configuration")
+
+// Options configure a benchmark run. The zero value of each field is valid
+// and documented, except where a mode needs it.
+type Options struct {
+	// Predictor returns ahead's predictor, a fresh one for each run of the
+	// ahead mode. Required for the ahead mode.
+	Predictor func() (Predictor, error)
+	// Mine holds sessions the baselines learn tool transitions from
+	// before the run (they also learn online). Nil means online only.
+	Mine []trace.Session
+	// Policy decides what may be speculated, in every mode; nil denies
+	// everything (then only the oracle's ceiling is zero too).
+	Policy *policy.Policy
+	// Latency models tool latency; nil means the recorded durations
+	// (replay.Trace).
+	Latency replay.Latency
+	// TimeScale multiplies every wait; 0 means 1.
+	TimeScale float64
+	// ThinkDefault is the think time of a step whose llm_ms is missing;
+	// 0 means 1.8 s.
+	ThinkDefault time.Duration
+	// Concurrency is how many sessions run at once in a closed loop; 0
+	// means 1. Ignored by open-loop arrivals.
+	Concurrency int
+	// Arrival is how sessions start; the zero value is a closed loop.
+	Arrival Arrival
+	// Slots is how many calls the backend runs at once; 0 means
+	// unlimited. The oracle always has unlimited slots.
+	Slots int
+	// SpecBudget caps concurrent speculative executions (the engine's
+	// SpecBudget); 0 means the engine's default. The oracle is unlimited.
+	SpecBudget int
+	// ColdStart is the replay backend's cold-start penalty (the only thing
+	// the ORION-like pre-warming can save); 0 means none.
+	ColdStart time.Duration
+	// Modes to run, in order; nil means Modes.
+	Modes []Mode
+	// Seed draws the arrival times (the latency model has its own seed).
+	Seed uint64
+	// Progress, if set, is called after each session.
+	Progress func(Progress)
+	// Logger receives the engine's warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Progress reports a run's progress.
+type Progress struct {
+	Mode        Mode
+	ModeIndex   int // 0-based
+	Modes       int
+	Done, Total int // sessions of this mode
+}
+
+// drain is how long (trace time) a mode's engine keeps running after its
+// last session.
+const drain = 10 * time.Second
+
+// unlimited stands for "no limit" where the scheduler wants a number.
+const unlimited = 1 << 30
+
+// Run replays sessions in every mode of opts and reports.
+func Run(ctx context.Context, sessions []trace.Session, opts *Options) (*Report, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.TimeScale <= 0 {
+		o.TimeScale = 1
+	}
+	if o.ThinkDefault <= 0 {
+		o.ThinkDefault = 1800 * time.Millisecond
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.Latency == nil {
+		o.Latency = replay.Trace{}
+	}
+	if o.Modes == nil {
+		o.Modes = Modes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(sessions) == 0 {
+		return nil, fmt.Errorf("%w: no sessions to replay", ErrConfig)
+	}
+	seen := make(map[Mode]bool)
+	for _, m := range o.Modes {
+		if _, err := ParseMode(string(m)); err != nil {
+			return nil, err
+		}
+		if seen[m] {
+			return nil, fmt.Errorf("%w: mode %s given twice", ErrConfig, m)
+		}
+		seen[m] = true
+		if m == Ahead && o.Predictor == nil {
+			return nil, fmt.Errorf("%w: the ahead mode needs a predictor (patterns)", ErrConfig)
+		}
+	}
+	ids := make(map[string]bool, len(sessions))
+	for _, s := range sessions {
+		if ids[s.ID] {
+			return nil, fmt.Errorf("%w: session %q given twice", ErrConfig, s.ID)
+		}
+		ids[s.ID] = true
+	}
+
+	rep := newReport(sessions, &o)
+	offsets := o.Arrival.offsets(len(sessions), o.Seed)
+	for i, m := range o.Modes {
+		mr, err := runMode(ctx, sessions, &o, m, offsets, func(done int) {
+			if o.Progress != nil {
+				o.Progress(Progress{Mode: m, ModeIndex: i, Modes: len(o.Modes), Done: done, Total: len(sessions)})
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", m, err)
+		}
+		rep.Modes = append(rep.Modes, mr)
+	}
+	rep.summarise()
+	return rep, nil
+}
+
+// runMode replays every session once in mode m, on a fresh engine and
+// backend.
+func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, offsets []time.Duration, progress func(int)) (*ModeResult, error) {
+	pol := scalePolicy(o.Policy, o.TimeScale)
+	rb := replay.New(sessions, &replay.Options{
+		Latency:   o.Latency,
+		TimeScale: o.TimeScale,
+		Hazard:    hazard(pol),
+		ColdStart: o.ColdStart,
+	})
+	// Every mode orders the calls of a step the same way (see waves), by
+	// the operator's policy: without one nothing is speculated and order
+	// does not matter.
+	var isWrite func(string) bool
+	if o.Policy != nil {
+		isWrite = func(tool string) bool { return !o.Policy.Lookup(tool).IsReadOnly() }
+	}
+	agents := make(map[string]*agent, len(sessions))
+	order := make([]*agent, len(sessions))
+	for i, s := range sessions {
+		a := newAgent(s, o.ThinkDefault, rb, isWrite)
+		agents[s.ID] = a
+		order[i] = a
+	}
+
+	slots, budget := o.Slots, o.SpecBudget
+	if slots <= 0 {
+		slots = unlimited
+	}
+	var inner modePredictor
+	switch m {
+	case Serial, AA:
+		pol = nil
+	case Ahead:
+		p, err := o.Predictor()
+		if err != nil {
+			return nil, fmt.Errorf("building the predictor: %w", err)
+		}
+		inner = external{p}
+	case Oracle:
+		inner = oracle{}
+		slots, budget = unlimited, unlimited
+		if pol != nil {
+			all := *pol
+			all.Dedup = policy.Dedup{Strategy: policy.StrategyAll}
+			pol = &all
+		}
+	case Orion:
+		inner = orion{t: newTransitions(o.Mine), k: 3}
+	case SpecFaaS:
+		inner = specFaaS{t: newTransitions(o.Mine)}
+	case AllWrong:
+		inner = &allWrong{t: newTransitions(o.Mine), k: 3}
+	}
+	eopts := engine.Options{
+		Backends: map[string]engine.Backend{
+			"replay": {Backend: rb, Limits: sched.Limits{Slots: slots}},
+		},
+		Policy:          pol,
+		Logger:          o.Logger,
+		SpecBudget:      budget,
+		DefaultTTL:      scaled(time.Minute, o.TimeScale),
+		IdleTimeout:     scaled(10*time.Minute, o.TimeScale),
+		DefaultDuration: scaled(500*time.Millisecond, o.TimeScale),
+		DefaultThink:    scaled(o.ThinkDefault, o.TimeScale),
+		SweepInterval:   max(scaled(time.Second, o.TimeScale), time.Millisecond),
+	}
+	if inner != nil {
+		eopts.Predictor = &tracker{agents: agents, inner: inner}
+	}
+	eng := engine.New(eopts)
+	defer eng.Close()
+
+	results := make([]*sessionResult, len(sessions))
+	var (
+		mu       sync.Mutex // protects done and firstErr
+		done     int
+		firstErr error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	one := func(i int) {
+		r, err := order[i].replay(ctx, eng, o.TimeScale)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("session %s: %w", sessions[i].ID, err)
+			}
+			cancel()
+			return
+		}
+		results[i] = r
+		done++
+		progress(done)
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	if o.Arrival.open() {
+		for i := range order {
+			if err := sleep(ctx, time.Until(start.Add(scaled(offsets[i], o.TimeScale)))); err != nil {
+				break
+			}
+			wg.Go(func() { one(i) })
+		}
+	} else {
+		sem := make(chan struct{}, o.Concurrency)
+	loop:
+		for i := range order {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				break loop
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				one(i)
+			})
+		}
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	// Let the speculation the last calls started run out, as it would in
+	// a live engine, so that it is counted whatever the timing; then
+	// settle everything.
+	if err := sleep(ctx, scaled(drain, o.TimeScale)); err != nil {
+		return nil, err
+	}
+	eng.Close()
+	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale)), nil
+}
+
+// scalePolicy returns a copy of p whose TTLs are scaled like every other
+// wait.
+func scalePolicy(p *policy.Policy, scale float64) *policy.Policy {
+	if p == nil {
+		return nil
+	}
+	q := *p
+	sc := func(t policy.Tool) policy.Tool {
+		t.TTL = scaled(t.TTL, scale)
+		return t
+	}
+	q.Default = sc(p.Default)
+	q.Tools = make(map[string]policy.Tool, len(p.Tools))
+	for name, t := range p.Tools {
+		q.Tools[name] = sc(t)
+	}
+	q.Globs = make([]policy.Glob, len(p.Globs))
+	for i, g := range p.Globs {
+		q.Globs[i] = policy.Glob{Pattern: g.Pattern, Tool: sc(g.Tool)}
+	}
+	return &q
+}
+
+// hazard mirrors the engine's invalidation rule (DESIGN.md, "hazard"):
+// a recorded call that is not read-only may change what a read returns,
+// unless both name their resources and the resources differ. The replay
+// backend answers a speculation across such a write as stale.
+func hazard(p *policy.Policy) func(trace.Event, backend.Request) bool {
+	return func(w trace.Event, r backend.Request) bool {
+		wr := p.Lookup(w.Tool)
+		if wr.IsReadOnly() {
+			return false
+		}
+		rr := p.Lookup(r.Tool)
+		if wr.Writes == "" || !rr.IsReadOnly() || rr.Reads == "" {
+			return true
+		}
+		written, ok1 := argValue(w.Args, wr.Writes)
+		read, ok2 := argValue(r.Args, rr.Reads)
+		return !ok1 || !ok2 || written == read
+	}
+}
+
+func argValue(args json.RawMessage, name string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return "", false
+	}
+	v, ok := m[name]
+	if !ok {
+		return "", false
+	}
+	c, err := callkey.CanonicalValue(v)
+	if err != nil {
+		return "", false
+	}
+	return string(c), true
+}

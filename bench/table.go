@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// MarshalJSON flattens the session-time distribution into e2e_*_ms fields.
+func (m *ModeResult) MarshalJSON() ([]byte, error) {
+	type plain ModeResult
+	return json.Marshal(struct {
+		*plain
+		E2EMean float64 `json:"e2e_mean_ms"`
+		E2EP50  float64 `json:"e2e_p50_ms"`
+		E2EP95  float64 `json:"e2e_p95_ms"`
+		E2EP99  float64 `json:"e2e_p99_ms"`
+		E2EMax  float64 `json:"e2e_max_ms"`
+	}{(*plain)(m), m.E2E.Mean, m.E2E.P50, m.E2E.P95, m.E2E.P99, m.E2E.Max})
+}
+
+// MarshalJSON adds the modes, keyed by name, to the report's fields.
+func (r *Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	modes := make(map[string]*ModeResult, len(r.Modes))
+	var order []string
+	for _, m := range r.Modes {
+		modes[string(m.Mode)] = m
+		order = append(order, string(m.Mode))
+	}
+	return json.Marshal(struct {
+		*plain
+		Modes     map[string]*ModeResult `json:"modes"`
+		ModeOrder []string               `json:"mode_order"`
+	}{(*plain)(r), modes, order})
+}
+
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func secs(msv float64) string { return fmt.Sprintf("%.1fs", msv/1000) }
+
+func pct(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *v*100)
+}
+
+// WriteTable writes the report as a table per mode followed by the
+// headline figures.
+func (r *Report) WriteTable(w io.Writer) error {
+	c := r.Config
+	slots := "unlimited"
+	if c.Slots > 0 {
+		slots = fmt.Sprint(c.Slots)
+	}
+	load := fmt.Sprintf("closed loop, %d at once", c.Concurrency)
+	if c.Arrival != "closed" {
+		load = "arrivals " + c.Arrival
+	}
+	budget := "engine default"
+	if c.SpecBudget > 0 {
+		budget = fmt.Sprint(c.SpecBudget)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d sessions, %d calls in %d steps; tool latency %s; think default %s; %s; slots %s; speculation budget %s; time scale %g\n",
+		c.Sessions, c.Calls, c.Steps, c.Latency, c.ThinkDefault, load, slots, budget, c.TimeScale)
+	fmt.Fprintf(&b, "session and stall times in trace time (seconds)\n\n")
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tmean\tp50\tp95\tp99\tstall\ttool\tspec/call\treused\tpromoted\twasted\tpreempted\tinvalidated\tmismatches\t")
+	for _, m := range r.sortedModes() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			m.Mode, secs(m.E2E.Mean), secs(m.E2E.P50), secs(m.E2E.P95), secs(m.E2E.P99),
+			secs(m.StallMS), secs(m.ToolMS), m.SpecPerCall,
+			m.Reused, m.Promoted, m.Wasted, m.Outcomes["preempted"], m.Outcomes["invalidated"], m.Mismatches)
+	}
+	tw.Flush()
+	b.WriteString("\n")
+
+	if r.HiddenStallRatio != nil {
+		fmt.Fprintf(&b, "hidden stall ratio  %.2f  (ahead hid %s of tool stall, the oracle %s)\n",
+			*r.HiddenStallRatio, secs(*r.AheadHiddenMS), secs(*r.OracleHiddenMS))
+	}
+	if r.E2EReduction != nil {
+		s, a := r.Mode(Serial), r.Mode(Ahead)
+		fmt.Fprintf(&b, "e2e reduction       %s  (mean session %s serial, %s ahead)\n", pct(r.E2EReduction), secs(s.E2E.Mean), secs(a.E2E.Mean))
+	}
+	if r.SpecPerCall != nil {
+		fmt.Fprintf(&b, "spec. executions    %.2f per authoritative call (ahead)\n", *r.SpecPerCall)
+	}
+	calls := 0
+	if len(r.Modes) > 0 {
+		calls = int(r.Modes[0].Calls)
+	}
+	if r.Lossless {
+		fmt.Fprintf(&b, "lossless            yes: every authoritative result of every mode equals the recording (%d calls per mode)\n", calls)
+	} else {
+		fmt.Fprintf(&b, "lossless            NO:")
+		for _, m := range r.sortedModes() {
+			if m.Mismatches > 0 || m.CallErrors > 0 {
+				fmt.Fprintf(&b, " %s %d mismatches, %d errors;", m.Mode, m.Mismatches, m.CallErrors)
+			}
+		}
+		b.WriteString("\n")
+		for _, m := range r.sortedModes() {
+			for _, x := range m.Examples {
+				fmt.Fprintf(&b, "  %s: %s #%d %s (%s): recorded %q, got %q\n", m.Mode, x.Session, x.Index, x.Tool, x.Source, x.Want, x.Got)
+			}
+		}
+	}
+	if r.AANoise != nil {
+		fmt.Fprintf(&b, "A/A noise           %s session time, %s stall (serial twice)\n", pct(r.AANoise), pct(r.AAStallNoise))
+	}
+	if r.AllWrongSlowdown != nil {
+		fmt.Fprintf(&b, "all-wrong control   %+.1f%% session time, stall ×%.3f vs serial\n", *r.AllWrongSlowdown*100, *r.AllWrongStallRatio)
+	}
+	if s, a := r.Mode(Serial), r.Mode(Ahead); s != nil && a != nil {
+		fmt.Fprintf(&b, "authoritative calls p50 %.0fms / p99 %.0fms ahead, %.0fms / %.0fms serial",
+			a.Auth.P50, a.Auth.P99, s.Auth.P50, s.Auth.P99)
+		if r.AuthP99Ratio != nil {
+			fmt.Fprintf(&b, "; calls ahead executed itself: p99 ×%.3f of serial", *r.AuthP99Ratio)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Verdict is a one-line summary: how much of the stall an oracle hides
+// ahead hid, how much faster sessions were, and whether it was lossless.
+func (r *Report) Verdict() string {
+	var parts []string
+	if r.HiddenStallRatio != nil {
+		parts = append(parts, fmt.Sprintf("tool stall hidden: %.0f%% of what an oracle hides", *r.HiddenStallRatio*100))
+	}
+	if r.E2EReduction != nil {
+		word := "faster"
+		v := *r.E2EReduction * 100
+		if v < 0 {
+			word, v = "slower", -v
+		}
+		parts = append(parts, fmt.Sprintf("sessions %.0f%% %s", v, word))
+	}
+	if r.Lossless {
+		parts = append(parts, fmt.Sprintf("lossless (%d mismatches)", r.Mismatches))
+	} else {
+		n := 0
+		for _, m := range r.Modes {
+			n += m.Mismatches
+		}
+		parts = append(parts, fmt.Sprintf("NOT lossless (%d mismatches)", n))
+	}
+	return strings.Join(parts, "; ")
+}
