@@ -1,0 +1,865 @@
+package main
+
+// ahead's configuration file (ahead.yaml), read by `ahead serve`. It is
+// parsed here, in cmd/, from yaml.v3 nodes so that every error names the
+// file, line, column and field; the result is translated into the library
+// structs (engine.Options, sched.Limits, remote/command options, the
+// policy) by serve.go. Unknown fields are errors: a typo must not silently
+// turn a setting off.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// defaultListen is loopback only: ahead executes tools, so exposing it
+// beyond the machine must be a deliberate choice.
+const defaultListen = "127.0.0.1:7777"
+
+// config is a parsed, checked configuration file. Relative paths in it are
+// already resolved against the file's directory.
+type config struct {
+	file string // as given, for messages
+	dir  string // the file's directory
+
+	Listen string
+	// MaxBody bounds a call's request body (0: the httpapi default).
+	MaxBody int64
+	// ShutdownGrace is how long in-flight calls may take to finish after
+	// SIGTERM.
+	ShutdownGrace time.Duration
+
+	Patterns *patternsConfig // nil: no predictor
+	Traces   *tracesConfig   // nil: nothing recorded
+	Backends []backendConfig // in file order
+	Policy   *policy.Policy  // nil: no speculation at all
+	Engine   engineConfig
+
+	// MCPServers is the raw mcpServers block (nil if absent): the MCP
+	// upstreams, in the shape agents' configurations use. serve_mcp.go
+	// parses it; it is kept as a node so its errors can name lines too.
+	MCPServers *yaml.Node
+	// TrustAnnotations lets MCP upstreams' tool annotations feed the
+	// default policy (issue 5, §3).
+	TrustAnnotations bool
+}
+
+// defaultShutdownGrace bounds the wait for in-flight calls on SIGTERM.
+const defaultShutdownGrace = 30 * time.Second
+
+type patternsConfig struct {
+	Pool string // the pattern pool file
+	// Learn updates the pool's counts from live traffic and checkpoints
+	// them to Checkpoint every CheckpointEvery and at shutdown.
+	Learn           bool
+	Checkpoint      string
+	CheckpointEvery time.Duration
+	MaxPredictions  int
+}
+
+type tracesConfig struct {
+	Dir          string
+	Prefix       string
+	MaxFileBytes int64
+}
+
+type backendConfig struct {
+	Name string
+	pos  position // of the name, for errors found when building
+	HTTP *httpBackendConfig
+	Exec *execBackendConfig
+	// Tools lists the tools the backend serves; empty means every tool no
+	// other backend lists (at most one backend may say so).
+	Tools  []string
+	Limits sched.Limits
+}
+
+type httpBackendConfig struct {
+	URL              string
+	urlPos           position
+	Timeout          time.Duration
+	Headers          map[string]string
+	MaxResponseBytes int64
+}
+
+type execBackendConfig struct {
+	Command        []string
+	commandPos     position
+	Timeout        time.Duration
+	Dir            string
+	Env            map[string]string
+	MaxOutputBytes int64
+}
+
+// engineConfig is the optional engine tuning; zero fields keep the
+// engine's defaults.
+type engineConfig struct {
+	SpecBudget        int
+	MinProbability    float64
+	TTL               time.Duration
+	IdleTimeout       time.Duration
+	DefaultDuration   time.Duration
+	DefaultThink      time.Duration
+	StartDeadline     time.Duration
+	MaxSessionEntries int
+	MaxSessionBytes   int64
+	MaxEntries        int
+	MaxBytes          int64
+	SweepInterval     time.Duration
+}
+
+// position locates a node for errors reported after parsing.
+type position struct {
+	line, col int
+	field     string
+}
+
+// configError is one problem in a configuration file. Its text has the
+// shape of the policy package's errors: FILE:LINE:COL: FIELD: MESSAGE.
+type configError struct {
+	File      string
+	Line, Col int
+	Field     string
+	Msg       string
+}
+
+func (e *configError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteByte(':')
+	}
+	b.WriteString(strconv.Itoa(max(e.Line, 1)))
+	if e.Col > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Col))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// errorAt returns an error located at pos in cfg's file.
+func (c *config) errorAt(pos position, format string, args ...any) error {
+	return &configError{File: c.file, Line: pos.line, Col: pos.col, Field: pos.field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// loadConfig reads and checks the configuration file at path.
+func loadConfig(path string) (*config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseConfig(data, path, filepath.Dir(abs), os.LookupEnv)
+}
+
+// parseConfig parses a configuration file's contents. filename is for
+// messages; dir is where relative paths start; lookupEnv expands ${VAR} in
+// header and environment values. All problems found are reported together.
+func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (string, bool)) (*config, error) {
+	c := &config{file: filename, dir: dir, Listen: defaultListen, ShutdownGrace: defaultShutdownGrace}
+	p := &cfgParser{file: filename, dir: dir, env: lookupEnv}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, &configError{File: filename, Line: 1, Msg: "empty configuration file"}
+		}
+		return nil, yamlSyntaxError(filename, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return nil, yamlSyntaxError(filename, err)
+		}
+		return nil, &configError{File: filename, Line: extra.Line, Col: extra.Column, Msg: "a configuration file holds one YAML document, found a second"}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	var policyNode *yaml.Node
+	hasBackends := false
+	var backendsNode *yaml.Node
+	p.mapping(root, "", func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "listen":
+			if s, ok := p.str(v, f); ok {
+				if _, _, err := net.SplitHostPort(s); err != nil {
+					p.errorf(v, f, "want HOST:PORT, got %q", s)
+					return
+				}
+				c.Listen = s
+			}
+		case "max_body":
+			if n, ok := p.bytes(v, f); ok {
+				c.MaxBody = n
+			}
+		case "shutdown_grace":
+			if d, ok := p.duration(v, f); ok {
+				c.ShutdownGrace = d
+			}
+		case "patterns":
+			c.Patterns = p.patterns(v, f)
+		case "traces":
+			c.Traces = p.traces(v, f)
+		case "backends":
+			hasBackends = true
+			backendsNode = p.resolve(v)
+			c.Backends = p.backends(v, f)
+		case policy.Key:
+			policyNode = v
+		case "engine":
+			c.Engine = p.engine(v, f)
+		case "mcpServers":
+			c.MCPServers = p.resolve(v)
+		case "trust_annotations":
+			if b, ok := p.boolean(v, f); ok {
+				c.TrustAnnotations = b
+			}
+		default:
+			p.unknown(k, f, fieldsTop)
+		}
+	})
+	if policyNode != nil {
+		pol, err := policy.FromNode(p.resolve(policyNode), filename)
+		if err != nil {
+			p.errs = append(p.errs, err)
+		}
+		c.Policy = pol
+	}
+	if len(c.Backends) == 0 && c.MCPServers == nil && root.Kind == yaml.MappingNode && (!hasBackends || len(p.errs) == 0) {
+		// Without any backend every call would be refused. (When the
+		// backends block has errors, those say what is wrong.)
+		at := root
+		if backendsNode != nil {
+			at = backendsNode
+		}
+		p.errorf(at, "backends", "no backends: configure at least one under backends (or MCP upstreams under mcpServers)")
+	}
+	if err := errors.Join(p.errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var (
+	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "patterns", "traces", "backends",
+		policy.Key, "engine", "mcpServers", "trust_annotations"}
+	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}
+	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes"}
+	fieldsBackend  = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve"}
+	fieldsHTTP     = []string{"url", "timeout", "headers", "max_response_bytes"}
+	fieldsExec     = []string{"command", "timeout", "dir", "env", "max_output_bytes"}
+	fieldsEngine   = []string{"spec_budget", "min_probability", "ttl", "idle_timeout", "default_duration",
+		"default_think", "start_deadline", "max_session_entries", "max_session_bytes", "max_entries",
+		"max_bytes", "sweep_interval"}
+)
+
+// defaultCheckpointEvery is how often learnt pattern counts are saved.
+const defaultCheckpointEvery = 5 * time.Minute
+
+// patterns parses `patterns: FILE` or `patterns: {pool: FILE, ...}`.
+func (p *cfgParser) patterns(n *yaml.Node, field string) *patternsConfig {
+	n = p.resolve(n)
+	pc := &patternsConfig{Learn: true, CheckpointEvery: defaultCheckpointEvery}
+	if n.Kind == yaml.ScalarNode {
+		s, ok := p.path(n, field)
+		if !ok {
+			return nil
+		}
+		pc.Pool, pc.Checkpoint = s, s
+		return pc
+	}
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "pool":
+			pc.Pool, _ = p.path(v, f)
+		case "learn":
+			pc.Learn, _ = p.boolean(v, f)
+		case "checkpoint":
+			pc.Checkpoint, _ = p.path(v, f)
+		case "checkpoint_every":
+			if d, ok := p.duration(v, f); ok {
+				pc.CheckpointEvery = d
+			}
+		case "max_predictions":
+			pc.MaxPredictions, _ = p.positiveInt(v, f)
+		default:
+			p.unknown(k, f, fieldsPatterns)
+		}
+	})
+	if pc.Pool == "" {
+		p.errorf(n, join(field, "pool"), "missing: the pattern pool file (from ahead mine)")
+		return nil
+	}
+	if pc.Checkpoint == "" {
+		pc.Checkpoint = pc.Pool
+	}
+	return pc
+}
+
+// traces parses `traces: DIR` or `traces: {dir: DIR, ...}`.
+func (p *cfgParser) traces(n *yaml.Node, field string) *tracesConfig {
+	n = p.resolve(n)
+	tc := &tracesConfig{}
+	if n.Kind == yaml.ScalarNode {
+		s, ok := p.path(n, field)
+		if !ok {
+			return nil
+		}
+		tc.Dir = s
+		return tc
+	}
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "dir":
+			tc.Dir, _ = p.path(v, f)
+		case "prefix":
+			if s, ok := p.str(v, f); ok {
+				if s == "" || strings.ContainsAny(s, `/\`) {
+					p.errorf(v, f, "want a file name prefix without slashes, got %q", s)
+					return
+				}
+				tc.Prefix = s
+			}
+		case "max_file_bytes":
+			tc.MaxFileBytes, _ = p.bytes(v, f)
+		default:
+			p.unknown(k, f, fieldsTraces)
+		}
+	})
+	if tc.Dir == "" {
+		p.errorf(n, join(field, "dir"), "missing: the directory to record traces in")
+		return nil
+	}
+	return tc
+}
+
+func (p *cfgParser) backends(n *yaml.Node, field string) []backendConfig {
+	var out []backendConfig
+	owner := map[string]position{} // tool → the tools entry that claims it
+	var fallback *backendConfig    // the backend without a tools list
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		b := backendConfig{Name: k.Value, pos: position{k.Line, k.Column, f}}
+		if b.Name == "" || strings.HasPrefix(b.Name, "mcp:") {
+			p.errorf(k, f, "want a backend name not empty and not starting with \"mcp:\" (reserved for MCP upstreams)")
+			return
+		}
+		var toolsNode *yaml.Node
+		p.mapping(v, f, func(k, v *yaml.Node, f string) {
+			switch k.Value {
+			case "http":
+				b.HTTP = p.httpBackend(v, f)
+			case "exec":
+				b.Exec = p.execBackend(v, f)
+			case "tools":
+				toolsNode = p.resolve(v)
+				b.Tools = p.toolList(v, f, owner, b.Name)
+			case "slots":
+				b.Limits.Slots, _ = p.positiveInt(v, f)
+			case "reserve":
+				b.Limits.Reserve, _ = p.nonNegativeInt(v, f)
+			case "spec_budget":
+				b.Limits.SpecBudget, _ = p.positiveInt(v, f)
+			case "rate":
+				b.Limits.Rate, _ = p.positiveFloat(v, f)
+			case "burst":
+				b.Limits.Burst, _ = p.positiveInt(v, f)
+			case "rate_reserve":
+				b.Limits.RateReserve, _ = p.nonNegativeInt(v, f)
+			default:
+				p.unknown(k, f, fieldsBackend)
+			}
+		})
+		switch {
+		case b.HTTP == nil && b.Exec == nil:
+			p.errorf(v, f, "want exactly one of http or exec")
+			return
+		case b.HTTP != nil && b.Exec != nil:
+			p.errorf(v, f, "want exactly one of http or exec, got both")
+			return
+		}
+		slots := b.Limits.Slots
+		if slots == 0 {
+			slots = 4 // sched's default
+		}
+		if b.Limits.Reserve > slots {
+			p.errorf(v, join(f, "reserve"), "reserve %d is more than the backend's %d slots", b.Limits.Reserve, slots)
+		} else if b.Limits.SpecBudget > slots-b.Limits.Reserve {
+			p.errorf(v, join(f, "spec_budget"), "spec_budget %d is more than the %d slots outside the reserve", b.Limits.SpecBudget, slots-b.Limits.Reserve)
+		}
+		if (b.Limits.Burst > 0 || b.Limits.RateReserve > 0) && b.Limits.Rate == 0 {
+			p.errorf(v, f, "burst and rate_reserve need a rate")
+		}
+		if toolsNode == nil {
+			if fallback != nil {
+				p.errorf(k, join(f, "tools"), "missing: only one backend may serve all unlisted tools, and backend %q (line %d) already does", fallback.Name, fallback.pos.line)
+				return
+			}
+			fallback = &b
+		}
+		out = append(out, b)
+	})
+	return out
+}
+
+// toolList parses a backend's tools, which no other backend may list.
+func (p *cfgParser) toolList(n *yaml.Node, field string, owner map[string]position, backendName string) []string {
+	n = p.resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, field, "want a list of tool names, got %s", describe(n))
+		return nil
+	}
+	tools := make([]string, 0, len(n.Content))
+	for i, item := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s, ok := p.str(item, f)
+		if !ok {
+			continue
+		}
+		if s == "" {
+			p.errorf(item, f, "empty tool name")
+			continue
+		}
+		if prev, dup := owner[s]; dup {
+			p.errorf(item, f, "tool %q is already listed at line %d (%s); a tool has one backend", s, prev.line, prev.field)
+			continue
+		}
+		owner[s] = position{item.Line, item.Column, f}
+		tools = append(tools, s)
+	}
+	if len(tools) == 0 && len(n.Content) == 0 {
+		p.errorf(n, field, "empty list: list the tools of backend %q, or remove tools to make it serve every unlisted tool", backendName)
+	}
+	return tools
+}
+
+func (p *cfgParser) httpBackend(n *yaml.Node, field string) *httpBackendConfig {
+	h := &httpBackendConfig{}
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "url":
+			if s, ok := p.str(v, f); ok {
+				h.URL = s
+				h.urlPos = position{v.Line, v.Column, f}
+			}
+		case "timeout":
+			h.Timeout, _ = p.duration(v, f)
+		case "headers":
+			h.Headers = p.stringMap(v, f, true)
+		case "max_response_bytes":
+			h.MaxResponseBytes, _ = p.bytes(v, f)
+		default:
+			p.unknown(k, f, fieldsHTTP)
+		}
+	})
+	if h.URL == "" {
+		p.errorf(n, join(field, "url"), `missing: the URL template, such as "http://127.0.0.1:9000/tools/{tool}"`)
+	}
+	return h
+}
+
+func (p *cfgParser) execBackend(n *yaml.Node, field string) *execBackendConfig {
+	x := &execBackendConfig{}
+	hasCommand := false
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "command":
+			hasCommand = true
+			x.Command = p.command(v, f)
+			x.commandPos = position{v.Line, v.Column, f}
+		case "timeout":
+			x.Timeout, _ = p.duration(v, f)
+		case "dir":
+			x.Dir, _ = p.path(v, f)
+		case "env":
+			x.Env = p.stringMap(v, f, true)
+		case "max_output_bytes":
+			x.MaxOutputBytes, _ = p.bytes(v, f)
+		default:
+			p.unknown(k, f, fieldsExec)
+		}
+	})
+	if !hasCommand {
+		p.errorf(n, join(field, "command"), `missing: the command as a list, such as ["./tool.sh", "{tool}"]`)
+	}
+	if x.Dir == "" {
+		// Commands given relative to the configuration run where it is.
+		x.Dir = p.dir
+	}
+	return x
+}
+
+// command parses a command line as a list of words. A program named with a
+// relative path (./tool.sh) is resolved against the configuration's
+// directory; a bare name (python3) is looked up in PATH when run.
+func (p *cfgParser) command(n *yaml.Node, field string) []string {
+	n = p.resolve(n)
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		p.errorf(n, field, `want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got %s`, describe(n))
+		return nil
+	}
+	words := make([]string, 0, len(n.Content))
+	for i, item := range n.Content {
+		s, ok := p.str(item, fmt.Sprintf("%s[%d]", field, i))
+		if !ok {
+			return nil
+		}
+		words = append(words, s)
+	}
+	if words[0] == "" {
+		p.errorf(n.Content[0], field+"[0]", "empty program name")
+		return nil
+	}
+	if strings.ContainsRune(words[0], filepath.Separator) && !filepath.IsAbs(words[0]) {
+		words[0] = filepath.Join(p.dir, words[0])
+	}
+	return words
+}
+
+func (p *cfgParser) engine(n *yaml.Node, field string) engineConfig {
+	var e engineConfig
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "spec_budget":
+			e.SpecBudget, _ = p.positiveInt(v, f)
+		case "min_probability":
+			if x, ok := p.positiveFloat(v, f); ok {
+				if x > 1 {
+					p.errorf(v, f, "want a probability in (0, 1], got %v", x)
+					return
+				}
+				e.MinProbability = x
+			}
+		case "ttl":
+			e.TTL, _ = p.duration(v, f)
+		case "idle_timeout":
+			e.IdleTimeout, _ = p.duration(v, f)
+		case "default_duration":
+			e.DefaultDuration, _ = p.duration(v, f)
+		case "default_think":
+			e.DefaultThink, _ = p.duration(v, f)
+		case "start_deadline":
+			e.StartDeadline, _ = p.duration(v, f)
+		case "max_session_entries":
+			e.MaxSessionEntries, _ = p.positiveInt(v, f)
+		case "max_session_bytes":
+			e.MaxSessionBytes, _ = p.bytes(v, f)
+		case "max_entries":
+			e.MaxEntries, _ = p.positiveInt(v, f)
+		case "max_bytes":
+			e.MaxBytes, _ = p.bytes(v, f)
+		case "sweep_interval":
+			e.SweepInterval, _ = p.duration(v, f)
+		default:
+			p.unknown(k, f, fieldsEngine)
+		}
+	})
+	return e
+}
+
+// cfgParser walks the YAML tree and collects every problem it finds.
+type cfgParser struct {
+	file string
+	dir  string
+	env  func(string) (string, bool)
+	errs []error
+}
+
+func (p *cfgParser) errorf(n *yaml.Node, field, format string, args ...any) {
+	p.errs = append(p.errs, &configError{File: p.file, Line: n.Line, Col: n.Column, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *cfgParser) unknown(k *yaml.Node, field string, want []string) {
+	p.errorf(k, field, "unknown field (want %s)", wordList(want))
+}
+
+// resolve follows aliases (*name) to the anchored node. The bound keeps a
+// hostile file from looping.
+func (p *cfgParser) resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// mapping calls fn for each key and value of the mapping n, in file order,
+// after checking that keys are strings and not repeated.
+func (p *cfgParser) mapping(n *yaml.Node, field string, fn func(k, v *yaml.Node, field string)) {
+	n = p.resolve(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, field, "want a mapping, got %s", describe(n))
+		return
+	}
+	seen := make(map[string]*yaml.Node, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := p.resolve(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null" {
+			p.errorf(k, field, "want a string key, got %s", describe(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			p.errorf(k, field, "merge keys (<<) are not supported; write the fields out")
+			continue
+		}
+		f := join(field, k.Value)
+		if prev, dup := seen[k.Value]; dup {
+			p.errorf(k, f, "duplicate key (first at line %d)", prev.Line)
+			continue
+		}
+		seen[k.Value] = k
+		fn(k, v, f)
+	}
+}
+
+func (p *cfgParser) str(n *yaml.Node, field string) (string, bool) {
+	n = p.resolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		p.errorf(n, field, "want a string, got %s", describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+// path parses a file or directory name, resolved against the
+// configuration's directory when relative.
+func (p *cfgParser) path(n *yaml.Node, field string) (string, bool) {
+	s, ok := p.str(n, field)
+	if !ok {
+		return "", false
+	}
+	if s == "" {
+		p.errorf(p.resolve(n), field, "empty path")
+		return "", false
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(p.dir, s)
+	}
+	return s, true
+}
+
+func (p *cfgParser) boolean(n *yaml.Node, field string) (bool, bool) {
+	n = p.resolve(n)
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		p.errorf(n, field, "want true or false, got %s", describe(n))
+		return false, false
+	}
+	return b, true
+}
+
+func (p *cfgParser) integer(n *yaml.Node, field string) (int, bool) {
+	n = p.resolve(n)
+	var i int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		p.errorf(n, field, "want a whole number, got %s", describe(n))
+		return 0, false
+	}
+	return i, true
+}
+
+func (p *cfgParser) positiveInt(n *yaml.Node, field string) (int, bool) {
+	i, ok := p.integer(n, field)
+	if ok && i < 1 {
+		p.errorf(p.resolve(n), field, "must be at least 1, got %d", i)
+		return 0, false
+	}
+	return i, ok
+}
+
+func (p *cfgParser) nonNegativeInt(n *yaml.Node, field string) (int, bool) {
+	i, ok := p.integer(n, field)
+	if ok && i < 0 {
+		p.errorf(p.resolve(n), field, "must not be negative, got %d", i)
+		return 0, false
+	}
+	return i, ok
+}
+
+func (p *cfgParser) positiveFloat(n *yaml.Node, field string) (float64, bool) {
+	n = p.resolve(n)
+	var x float64
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&x) != nil {
+		p.errorf(n, field, "want a number, got %s", describe(n))
+		return 0, false
+	}
+	if !(x > 0) || math.IsInf(x, 0) {
+		p.errorf(n, field, "must be a positive number, got %s", n.Value)
+		return 0, false
+	}
+	return x, true
+}
+
+// duration parses a positive Go duration with its unit ("10s", "1m30s").
+// A bare number is an error: 30 could mean seconds or milliseconds.
+func (p *cfgParser) duration(n *yaml.Node, field string) (time.Duration, bool) {
+	n = p.resolve(n)
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!str" && n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		p.errorf(n, field, "want a duration such as 10s or 1m30s, got %s", describe(n))
+		return 0, false
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		if n.ShortTag() != "!!str" {
+			p.errorf(n, field, "want a duration with its unit, such as %ss, got %s", n.Value, n.Value)
+		} else {
+			p.errorf(n, field, "want a duration such as 10s or 1m30s, got %q", n.Value)
+		}
+		return 0, false
+	}
+	if d <= 0 {
+		p.errorf(n, field, "must be positive, got %s", n.Value)
+		return 0, false
+	}
+	return d, true
+}
+
+var byteSize = regexp.MustCompile(`^\s*([0-9]+)\s*([KMGT]i?B|B)?\s*$`)
+
+var byteUnits = map[string]int64{
+	"": 1, "B": 1,
+	"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+}
+
+// bytes parses a positive byte count: a number, or a number with a unit
+// (B, KB, MB, GB, KiB, MiB, GiB).
+func (p *cfgParser) bytes(n *yaml.Node, field string) (int64, bool) {
+	n = p.resolve(n)
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!int") {
+		if m := byteSize.FindStringSubmatch(n.Value); m != nil {
+			v, err := strconv.ParseInt(m[1], 10, 64)
+			unit := byteUnits[m[2]]
+			if err == nil && v > 0 && v <= math.MaxInt64/unit {
+				return v * unit, true
+			}
+			if err == nil && v == 0 {
+				p.errorf(n, field, "must be positive, got %s", n.Value)
+				return 0, false
+			}
+		}
+	}
+	p.errorf(n, field, "want a size such as 8MiB, 512KB or 1048576, got %s", describe(n))
+	return 0, false
+}
+
+// stringMap parses a mapping of strings to strings (headers, environment).
+// With expand, ${VAR} in values is replaced by the environment variable,
+// which must be set: secrets belong in the environment, not in the file.
+func (p *cfgParser) stringMap(n *yaml.Node, field string, expand bool) map[string]string {
+	m := map[string]string{}
+	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+		s, ok := p.str(v, f)
+		if !ok {
+			return
+		}
+		if expand {
+			s, ok = p.expand(v, f, s)
+			if !ok {
+				return
+			}
+		}
+		m[k.Value] = s
+	})
+	return m
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${VAR} with the variable's value; $$ is not special, and
+// a lone $ stays as is.
+func (p *cfgParser) expand(n *yaml.Node, field, s string) (string, bool) {
+	ok := true
+	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		v, set := p.env(name)
+		if !set {
+			p.errorf(p.resolve(n), field, "environment variable %s is not set", name)
+			ok = false
+		}
+		return v
+	})
+	return out, ok
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.DocumentNode:
+		return "an empty document"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "nothing (null)"
+		case "!!bool":
+			return "a boolean (" + n.Value + ")"
+		case "!!int", "!!float":
+			return "a number (" + n.Value + ")"
+		case "!!str":
+			return strconv.Quote(n.Value)
+		}
+		return n.ShortTag() + " " + strconv.Quote(n.Value)
+	}
+	return "nothing"
+}
+
+// join appends a key to a dotted field path, quoting keys that would make
+// the path ambiguous.
+func join(field, key string) string {
+	if key == "" || strings.ContainsAny(key, ". \t\"'[]") {
+		key = strconv.Quote(key)
+	}
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+// wordList returns "a, b or c".
+func wordList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlSyntaxError turns a YAML syntax error into a configError with its
+// line.
+func yamlSyntaxError(file string, err error) error {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &configError{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
+	}
+	return &configError{File: file, Line: 1, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}

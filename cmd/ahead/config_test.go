@@ -1,0 +1,243 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// testEnv is the environment ${VAR} references are expanded from.
+func testEnv(name string) (string, bool) {
+	v, ok := map[string]string{"TOKEN": "s3cret", "EMPTY": ""}[name]
+	return v, ok
+}
+
+func TestParseConfigIssueExample(t *testing.T) {
+	// The shape of issue 2, §8, plus the brief's options.
+	const file = `
+listen: 127.0.0.1:7777
+patterns: ./pool.json        # optional: the pattern pool
+traces: ./traces             # optional: where to record
+backends:
+  web:
+    http: {url: "http://127.0.0.1:9000/{tool}", timeout: 10s, headers: {Authorization: "Bearer ${TOKEN}"}}
+    tools: [search, fetch, delete]
+    slots: 8
+    reserve: 1
+    spec_budget: 4
+    rate: 20
+    burst: 5
+  local:
+    exec: {command: ["./tool.sh", "{tool}"], timeout: 30s}
+speculation_policy:
+  default: {allow: false}
+  tools:
+    search: {allow: true, max_speculation: full, shared: true, ttl: 30s}
+    fetch: {allow: true, reads: url}
+    delete: {writes: url}
+  deduplication: {strategy: max_expected_speculative_utility}
+engine: {spec_budget: 8, ttl: 60s, idle_timeout: 10m, max_bytes: 64MiB, min_probability: 0.1}
+max_body: 1MiB
+shutdown_grace: 5s
+`
+	c, err := parseConfig([]byte(file), "ahead.yaml", "/etc/ahead", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config{
+		file: "ahead.yaml", dir: "/etc/ahead",
+		Listen:        "127.0.0.1:7777",
+		MaxBody:       1 << 20,
+		ShutdownGrace: 5 * time.Second,
+		Patterns:      &patternsConfig{Pool: "/etc/ahead/pool.json", Learn: true, Checkpoint: "/etc/ahead/pool.json", CheckpointEvery: defaultCheckpointEvery},
+		Traces:        &tracesConfig{Dir: "/etc/ahead/traces"},
+		Backends: []backendConfig{
+			{
+				Name: "web",
+				HTTP: &httpBackendConfig{URL: "http://127.0.0.1:9000/{tool}", Timeout: 10 * time.Second,
+					Headers: map[string]string{"Authorization": "Bearer s3cret"}},
+				Tools:  []string{"search", "fetch", "delete"},
+				Limits: sched.Limits{Slots: 8, Reserve: 1, SpecBudget: 4, Rate: 20, Burst: 5},
+			},
+			{
+				Name: "local",
+				Exec: &execBackendConfig{Command: []string{"/etc/ahead/tool.sh", "{tool}"}, Timeout: 30 * time.Second, Dir: "/etc/ahead"},
+			},
+		},
+		Engine: engineConfig{SpecBudget: 8, TTL: time.Minute, IdleTimeout: 10 * time.Minute, MaxBytes: 64 << 20, MinProbability: 0.1},
+	}
+	c.Policy = nil // checked below: the policy package owns its parsing
+	opts := []cmp.Option{cmp.AllowUnexported(config{}), cmpopts.IgnoreUnexported(backendConfig{}, httpBackendConfig{}, execBackendConfig{})}
+	if diff := cmp.Diff(want, c, opts...); diff != "" {
+		t.Errorf("config differs (-want +got):\n%s", diff)
+	}
+
+	c, _ = parseConfig([]byte(file), "ahead.yaml", "/etc/ahead", testEnv)
+	if got := c.Policy.Lookup("search"); !got.Allow || !got.Shared || got.TTL != 30*time.Second {
+		t.Errorf("policy for search = %+v", got)
+	}
+	if got := c.Policy.Lookup("delete"); got.Allow || got.IsReadOnly() {
+		t.Errorf("policy for delete = %+v, want a write that is never speculated", got)
+	}
+	if got, want := c.Backends[0].HTTP.urlPos, (position{7, 17, "backends.web.http.url"}); got != want {
+		t.Errorf("url position = %+v, want %+v", got, want)
+	}
+}
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := parseConfig([]byte("backends:\n  all:\n    http: {url: 'http://h/{tool}'}\n"), "a.yaml", "/d", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != defaultListen || c.ShutdownGrace != defaultShutdownGrace || c.Patterns != nil || c.Traces != nil || c.Policy != nil || c.MaxBody != 0 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if c.Backends[0].Tools != nil {
+		t.Errorf("a backend without tools serves every tool; got tools %q", c.Backends[0].Tools)
+	}
+}
+
+func TestParseConfigLongForms(t *testing.T) {
+	const file = `
+patterns: {pool: /p/pool.json, learn: false, checkpoint: learnt.json, checkpoint_every: 1m, max_predictions: 5}
+traces: {dir: /var/ahead, prefix: web, max_file_bytes: 10MB}
+mcpServers:
+  fs: {command: npx}
+trust_annotations: true
+`
+	c, err := parseConfig([]byte(file), "a.yaml", "/d", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&patternsConfig{Pool: "/p/pool.json", Learn: false, Checkpoint: "/d/learnt.json", CheckpointEvery: time.Minute, MaxPredictions: 5}, c.Patterns); diff != "" {
+		t.Errorf("patterns (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&tracesConfig{Dir: "/var/ahead", Prefix: "web", MaxFileBytes: 10e6}, c.Traces); diff != "" {
+		t.Errorf("traces (-want +got):\n%s", diff)
+	}
+	if c.MCPServers == nil || c.MCPServers.Kind != yaml.MappingNode || c.MCPServers.Line != 5 || !c.TrustAnnotations {
+		t.Errorf("mcpServers node = %+v, trust = %v", c.MCPServers, c.TrustAnnotations)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	const backend = "backends:\n  b:\n    http: {url: 'http://h/{tool}'}\n"
+	for _, tc := range []struct {
+		name, file string
+		want       []string // each error, in order
+	}{
+		{"empty", "", []string{"a.yaml:1: empty configuration file"}},
+		{"not yaml", "listen: [", []string{"a.yaml:1: invalid YAML: did not find expected node content"}},
+		{"two documents", backend + "---\nlisten: x\n", []string{"a.yaml:4:1: a configuration file holds one YAML document, found a second"}},
+		{"not a mapping", "- a\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
+		{"no backends", "listen: 127.0.0.1:1\n", []string{"a.yaml:1:1: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)"}},
+		{"unknown top-level field", backend + "listn: x\n", []string{
+			"a.yaml:4:1: listn: unknown field (want listen, max_body, shutdown_grace, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
+		{"duplicate key", backend + "listen: a:1\nlisten: b:2\n", []string{"a.yaml:5:1: listen: duplicate key (first at line 4)"}},
+		{"bad listen", backend + "listen: 7777\n", []string{`a.yaml:4:9: listen: want a string, got a number (7777)`}},
+		{"bad listen string", backend + "listen: localhost\n", []string{`a.yaml:4:9: listen: want HOST:PORT, got "localhost"`}},
+		{"duration without unit", backend + "shutdown_grace: 30\n", []string{"a.yaml:4:17: shutdown_grace: want a duration with its unit, such as 30s, got 30"}},
+		{"bad duration", backend + "shutdown_grace: soon\n", []string{`a.yaml:4:17: shutdown_grace: want a duration such as 10s or 1m30s, got "soon"`}},
+		{"negative duration", backend + "shutdown_grace: -1s\n", []string{"a.yaml:4:17: shutdown_grace: must be positive, got -1s"}},
+		{"bad size", backend + "max_body: 8 mebibytes\n", []string{`a.yaml:4:11: max_body: want a size such as 8MiB, 512KB or 1048576, got "8 mebibytes"`}},
+		{"zero size", backend + "max_body: 0\n", []string{"a.yaml:4:11: max_body: must be positive, got 0"}},
+		{"overflowing size", backend + "max_body: 99999999999TiB\n", []string{`a.yaml:4:11: max_body: want a size such as 8MiB, 512KB or 1048576, got "99999999999TiB"`}},
+		{"empty backends", "backends: {}\n", []string{"a.yaml:1:11: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)"}},
+		{"backend without kind", "backends:\n  b: {tools: [x]}\n", []string{"a.yaml:2:6: backends.b: want exactly one of http or exec"}},
+		{"backend with both kinds", "backends:\n  b:\n    http: {url: 'http://h/'}\n    exec: {command: [x]}\n", []string{
+			"a.yaml:3:5: backends.b: want exactly one of http or exec, got both"}},
+		{"unknown backend field", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slot: 3\n", []string{
+			"a.yaml:4:5: backends.b.slot: unknown field (want http, exec, tools, slots, reserve, spec_budget, rate, burst or rate_reserve)"}},
+		{"unknown http field", "backends:\n  b:\n    http: {url: 'http://h/', timout: 1s}\n", []string{
+			"a.yaml:3:30: backends.b.http.timout: unknown field (want url, timeout, headers or max_response_bytes)"}},
+		{"missing url", "backends:\n  b:\n    http: {timeout: 1s}\n", []string{
+			`a.yaml:3:11: backends.b.http.url: missing: the URL template, such as "http://127.0.0.1:9000/tools/{tool}"`}},
+		{"command not a list", "backends:\n  b:\n    exec: {command: ./tool.sh}\n", []string{
+			`a.yaml:3:21: backends.b.exec.command: want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got "./tool.sh"`}},
+		{"zero slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 0\n", []string{"a.yaml:4:12: backends.b.slots: must be at least 1, got 0"}},
+		{"reserve over slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 2\n    reserve: 3\n", []string{
+			"a.yaml:3:5: backends.b.reserve: reserve 3 is more than the backend's 2 slots"}},
+		{"burst without rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    burst: 3\n", []string{"a.yaml:3:5: backends.b: burst and rate_reserve need a rate"}},
+		{"negative rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    rate: -1\n", []string{"a.yaml:4:11: backends.b.rate: must be a positive number, got -1"}},
+		{"tool listed twice", "backends:\n  a:\n    http: {url: 'http://h/'}\n    tools: [x, y]\n  b:\n    http: {url: 'http://h/'}\n    tools: [y]\n", []string{
+			`a.yaml:7:13: backends.b.tools[0]: tool "y" is already listed at line 4 (backends.a.tools[1]); a tool has one backend`}},
+		{"two catch-all backends", "backends:\n  a:\n    http: {url: 'http://h/'}\n  b:\n    http: {url: 'http://h/'}\n", []string{
+			`a.yaml:4:3: backends.b.tools: missing: only one backend may serve all unlisted tools, and backend "a" (line 2) already does`}},
+		{"empty tools", "backends:\n  a:\n    http: {url: 'http://h/'}\n    tools: []\n", []string{
+			`a.yaml:4:12: backends.a.tools: empty list: list the tools of backend "a", or remove tools to make it serve every unlisted tool`}},
+		{"reserved backend name", "backends:\n  'mcp:x':\n    http: {url: 'http://h/'}\n", []string{
+			`a.yaml:2:3: backends.mcp:x: want a backend name not empty and not starting with "mcp:" (reserved for MCP upstreams)`}},
+		{"unset env var", "backends:\n  a:\n    http: {url: 'http://h/', headers: {Authorization: 'Bearer ${NOPE}'}}\n", []string{
+			"a.yaml:3:55: backends.a.http.headers.Authorization: environment variable NOPE is not set"}},
+		{"bad engine field", backend + "engine: {ttl: 60, spec_budget: many, min_probability: 2, turbo: true}\n", []string{
+			"a.yaml:4:15: engine.ttl: want a duration with its unit, such as 60s, got 60",
+			`a.yaml:4:32: engine.spec_budget: want a whole number, got "many"`,
+			"a.yaml:4:55: engine.min_probability: want a probability in (0, 1], got 2",
+			"a.yaml:4:58: engine.turbo: unknown field (want spec_budget, min_probability, ttl, idle_timeout, default_duration, default_think, start_deadline, max_session_entries, max_session_bytes, max_entries, max_bytes or sweep_interval)"}},
+		{"patterns without pool", backend + "patterns: {learn: true}\n", []string{"a.yaml:4:11: patterns.pool: missing: the pattern pool file (from ahead mine)"}},
+		{"patterns empty", backend + "patterns: ''\n", []string{"a.yaml:4:11: patterns: empty path"}},
+		{"traces prefix with slash", backend + "traces: {dir: t, prefix: a/b}\n", []string{`a.yaml:4:26: traces.prefix: want a file name prefix without slashes, got "a/b"`}},
+		{"bad policy", backend + "speculation_policy:\n  tools:\n    x: {allow: maybe}\n", []string{
+			`a.yaml:6:16: speculation_policy.tools.x.allow: want true or false, got "maybe"`}},
+		{"several errors at once", "listen: x\nbackends: {b: {exec: {command: []}}}\nmax_body: -3\n", []string{
+			`a.yaml:1:9: listen: want HOST:PORT, got "x"`,
+			`a.yaml:2:32: backends.b.exec.command: want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got a list`,
+			"a.yaml:3:11: max_body: want a size such as 8MiB, 512KB or 1048576, got a number (-3)"}},
+		{"alias", "x: &a {url: 'http://h/'}\nbackends: {b: {http: *a}}\n", []string{
+			"a.yaml:1:1: x: unknown field (want listen, max_body, shutdown_grace, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
+		{"merge key", "backends:\n  b:\n    <<: {http: {url: 'http://h/'}}\n", []string{
+			"a.yaml:3:5: backends.b: merge keys (<<) are not supported; write the fields out",
+			"a.yaml:3:5: backends.b: want exactly one of http or exec"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig([]byte(tc.file), "a.yaml", "/d", testEnv)
+			if err == nil {
+				t.Fatalf("parseConfig accepted it: %+v", c)
+			}
+			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("errors differ (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// FuzzParseConfig checks that parseConfig never panics, and that every
+// error it reports is positioned in the file.
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{
+		"backends:\n  b:\n    http: {url: 'http://h/{tool}'}\n    tools: [a]\n",
+		"listen: 127.0.0.1:0\nbackends: {b: {exec: {command: [x, '{tool}'], timeout: 1s}, slots: 2}}\n",
+		"patterns: p.json\ntraces: {dir: t}\nengine: {ttl: 1m, max_bytes: 1GiB}\nbackends: {a: {http: {url: 'http://x/'}}}\n",
+		"a: &x [*x]\n", "backends: {b: &y {http: *y}}\n", "speculation_policy: {default: {allow: true}}\n",
+		"backends:\n  b:\n    http: {url: u, headers: {A: '${TOKEN}${EMPTY}$'}}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := parseConfig(data, "a.yaml", "/d", testEnv)
+		if err == nil {
+			if c.Listen == "" || c.ShutdownGrace <= 0 || (len(c.Backends) == 0 && c.MCPServers == nil) {
+				t.Fatalf("accepted an incomplete config: %+v", c)
+			}
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !strings.HasPrefix(line, "a.yaml:") {
+				t.Fatalf("error without position: %q", line)
+			}
+		}
+		var ce *configError
+		var pe *policy.Error
+		if !errors.As(err, &ce) && !errors.As(err, &pe) {
+			t.Fatalf("error of type %T", err)
+		}
+	})
+}
