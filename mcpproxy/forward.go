@@ -232,6 +232,9 @@ func (s *session) toolRoute(ctx context.Context, tool string) (route, error) {
 			return r, nil
 		}
 	}
+	if r, ok := s.p.fallbackRoute(tool); ok {
+		return r, nil
+	}
 	return route{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", tool)}
 }
 
@@ -508,16 +511,7 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 	}
 	r, err := s.toolRoute(ctx, req.Tool)
 	if err != nil {
-		if r, ok := b.p.routeOf(req.Tool); ok && r.up == b.up {
-			err = nil
-			s.mu.Lock()
-			if s.tools != nil {
-				s.tools[req.Tool] = r
-			}
-			s.mu.Unlock()
-		} else {
-			return backend.Response{}, fmt.Errorf("%w %q", backend.ErrUnknownTool, req.Tool)
-		}
+		return backend.Response{}, fmt.Errorf("%w %q", backend.ErrUnknownTool, req.Tool)
 	}
 	sl := s.slots[r.up.i]
 	cs, err := sl.get(ctx)

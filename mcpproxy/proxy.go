@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -346,6 +347,29 @@ func (p *Proxy) routeOf(tool string) (route, bool) {
 	return r, ok
 }
 
+// fallbackRoute is where a tool no listing named goes: to the first
+// upstream whose (non-empty) prefix it has, else to the first upstream
+// without a prefix. That upstream answers for it as it would direct (most
+// servers return an error result for a tool they do not have).
+func (p *Proxy) fallbackRoute(tool string) (route, bool) {
+	var bare *upstream
+	for _, u := range p.ups {
+		if u.Prefix == "" {
+			if bare == nil {
+				bare = u
+			}
+			continue
+		}
+		if name, ok := strings.CutPrefix(tool, u.Prefix); ok {
+			return route{up: u, tool: name}, true
+		}
+	}
+	if bare != nil {
+		return route{up: bare, tool: tool}, true
+	}
+	return route{}, false
+}
+
 // BackendName returns the engine backend name of an upstream.
 func BackendName(upstream string) string { return "mcp:" + upstream }
 
@@ -363,6 +387,9 @@ func (p *Proxy) Backends() map[string]engine.Backend {
 // the sessions have listed, and the prefixes of the upstreams.
 func (p *Proxy) Route(tool string) (string, bool) {
 	if r, ok := p.routeOf(tool); ok {
+		return BackendName(r.up.Name), true
+	}
+	if r, ok := p.fallbackRoute(tool); ok {
 		return BackendName(r.up.Name), true
 	}
 	return "", false

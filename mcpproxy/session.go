@@ -192,30 +192,33 @@ func (s *session) newClient(sl *slot) *mcp.Client {
 			return ss.CreateMessageWithTools(rctx, req.Params)
 		}
 	}
-	if caps.Elicitation != nil {
-		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			if sl.onlySpeculative() {
-				return nil, errSpeculativeUserRequest
-			}
-			rctx, cancel := s.relate(ctx, nil)
-			defer cancel()
-			return ss.Elicit(rctx, req.Params)
-		}
-	}
 	c := mcp.NewClient(&mcp.Implementation{Name: s.clientName(), Version: s.clientVersion()}, opts)
-	// roots/list is answered by the agent, not by the client's own roots.
+	// roots/list is answered by the agent, not by the client's own roots;
+	// elicitation/create goes to the agent before the SDK's client checks
+	// the schema (the agent judges it, as it would direct).
 	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method != "roots/list" {
-				return next(ctx, method, req)
+			switch method {
+			case "roots/list":
+				if caps.RootsV2 == nil {
+					return nil, fmt.Errorf("%w: the client has no roots", errMethodNotFound)
+				}
+				rctx, cancel := s.relate(ctx, nil)
+				defer cancel()
+				params, _ := req.GetParams().(*mcp.ListRootsParams)
+				return ss.ListRoots(rctx, params)
+			case "elicitation/create":
+				if caps.Elicitation == nil {
+					return nil, fmt.Errorf("%w: the client does not elicit", errMethodNotFound)
+				}
+				if sl.onlySpeculative() {
+					return nil, errSpeculativeUserRequest
+				}
+				rctx, cancel := s.relate(ctx, nil)
+				defer cancel()
+				return ss.Elicit(rctx, req.GetParams().(*mcp.ElicitParams))
 			}
-			if caps.RootsV2 == nil {
-				return nil, fmt.Errorf("%w: the client has no roots", errMethodNotFound)
-			}
-			rctx, cancel := s.relate(ctx, nil)
-			defer cancel()
-			params, _ := req.GetParams().(*mcp.ListRootsParams)
-			return ss.ListRoots(rctx, params)
+			return next(ctx, method, req)
 		}
 	})
 	c.AddSendingMiddleware(sendRaw)
