@@ -3,9 +3,188 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
 )
 
-// runMine is being written (see its issue).
+const mineHelp = `Mine tool-call patterns (context → tool(arguments), p) from traces and
+write them to a pool file. TRACE is a .jsonl or .jsonl.gz trace file or a
+directory of them.
+
+To hold out a test part disjoint by task, give the sessions file and the
+field to split on; eval takes the same flags with --part test:
+
+  ahead mine --sessions S.sessions.jsonl --split-by task_id --part train -o pool.json T.jsonl.gz
+  ahead eval --sessions S.sessions.jsonl --split-by task_id --part test --patterns pool.json T.jsonl.gz`
+
+// traceFlags are the input flags mine and eval share: reading traces and
+// selecting sessions by a reproducible split.
+type traceFlags struct {
+	skipBad    bool
+	sessions   stringList
+	splitBy    string
+	splitMatch string
+	holdout    float64
+	part       string
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (f *traceFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed trace lines (counted) instead of failing")
+	fs.Var(&f.sessions, "sessions", "session metadata file (*.sessions.jsonl) for --split-by; repeatable")
+	fs.StringVar(&f.splitBy, "split-by", "session", "metadata field whose value decides a session's part (all sessions with one value fall on one side)")
+	fs.StringVar(&f.splitMatch, "split-match", "", "regexp narrowing the split value to its first group, e.g. '^(.*)-[0-9]+$' for a repository from a task id")
+	fs.Float64Var(&f.holdout, "holdout", 0.3, "share of split values in the test part")
+	fs.StringVar(&f.part, "part", "all", "sessions to use: all, train or test")
+}
+
+// split returns the configured split, or nil for --part all.
+func (f *traceFlags) split() (*trace.Split, error) {
+	switch f.part {
+	case "all":
+		return nil, nil
+	case "train", "test":
+	default:
+		return nil, usageErr("--part must be all, train or test, not %q", f.part)
+	}
+	if f.holdout < 0 || f.holdout > 1 {
+		return nil, usageErr("--holdout must be in [0, 1]")
+	}
+	s := &trace.Split{Field: f.splitBy, Holdout: f.holdout}
+	if f.splitMatch != "" {
+		re, err := regexp.Compile(f.splitMatch)
+		if err != nil {
+			return nil, usageErr("--split-match: %v", err)
+		}
+		s.Match = re
+	}
+	if s.Field != "" && s.Field != "session" {
+		if len(f.sessions) == 0 {
+			return nil, usageErr("--split-by %s needs --sessions FILE", s.Field)
+		}
+		meta, err := trace.ReadMeta(f.sessions...)
+		if err != nil {
+			return nil, err
+		}
+		s.Meta = meta
+	}
+	return s, nil
+}
+
+// load reads the traces and keeps the sessions of the selected part.
+func (f *traceFlags) load(e *env, paths []string) ([]trace.Session, trace.Stats, error) {
+	split, err := f.split()
+	if err != nil {
+		return nil, trace.Stats{}, err
+	}
+	r := trace.NewReader(&trace.ReadOptions{SkipBad: f.skipBad, Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	sessions, err := trace.Collect(r.Events(paths...))
+	if err != nil {
+		return nil, r.Stats(), err
+	}
+	if split == nil {
+		return sessions, r.Stats(), nil
+	}
+	kept := sessions[:0]
+	for _, s := range sessions {
+		test, err := split.Test(s.ID)
+		if err != nil {
+			return nil, r.Stats(), err
+		}
+		if test == (f.part == "test") {
+			kept = append(kept, s)
+		}
+	}
+	return kept, r.Stats(), nil
+}
+
+func countCalls(sessions []trace.Session) int {
+	n := 0
+	for _, s := range sessions {
+		n += len(s.Events)
+	}
+	return n
+}
+
 func runMine(ctx context.Context, e *env, args []string) error {
-	return errors.New("not implemented yet")
+	fs := newFlagSet(e, "mine", "mine [flags] -o pool.json TRACE...", mineHelp)
+	var tf traceFlags
+	tf.register(fs)
+	out := fs.String("o", "", "pool file to write (required)")
+	maxCtx := fs.Int("max-context", 3, fmt.Sprintf("k: calls a context reaches back (1..%d)", pattern.MaxContextLimit))
+	minSup := fs.Int("min-support", 3, "σ: least occurrences of a context, a tool after it, and a mapping")
+	minConf := fs.Float64("min-confidence", 0.05, "τ: least p of a pattern kept")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usageErr("-o pool.json is required")
+	}
+	if fs.NArg() == 0 {
+		return usageErr("no trace files given")
+	}
+	if *maxCtx < 1 || *maxCtx > pattern.MaxContextLimit {
+		return usageErr("--max-context must be in 1..%d", pattern.MaxContextLimit)
+	}
+	if *minSup < 1 {
+		return usageErr("--min-support must be at least 1")
+	}
+	if *minConf <= 0 || *minConf > 1 {
+		return usageErr("--min-confidence must be in (0, 1]")
+	}
+	start := time.Now()
+	sessions, stats, err := tf.load(e, fs.Args())
+	if err != nil {
+		return err
+	}
+	if len(sessions) == 0 {
+		return errors.New("no sessions to mine (check the trace files and --part)")
+	}
+	opts := &pattern.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf}
+	if e.isTerminal {
+		opts.Progress = func(done, total int) {
+			fmt.Fprintf(e.stderr, "\rmining: %d/%d contexts", done, total)
+			if done == total {
+				fmt.Fprintln(e.stderr)
+			}
+		}
+	}
+	pool, err := pattern.Mine(sessions, opts)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := pool.Save(*out); err != nil {
+		return err
+	}
+	writeMineSummary(e.stdout, pool, stats, len(sessions), countCalls(sessions), time.Since(start), *out)
+	return nil
+}
+
+func writeMineSummary(w io.Writer, pool *pattern.Pool, stats trace.Stats, sessions, calls int, took time.Duration, out string) {
+	exact := 0
+	for _, p := range pool.Patterns {
+		if p.Exact {
+			exact++
+		}
+	}
+	fmt.Fprintf(w, "mined %d sessions, %d calls: %d patterns kept (%d with arguments), %d discriminators, in %.1fs → %s\n",
+		sessions, calls, len(pool.Patterns), exact, len(pool.Discriminators), took.Seconds(), out)
+	if stats.Bad > 0 || stats.Torn > 0 {
+		fmt.Fprintf(w, "skipped %d malformed and %d torn lines\n", stats.Bad, stats.Torn)
+	}
 }

@@ -1,0 +1,560 @@
+package pattern
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// MaxContextLimit bounds a pool's MaxContext: context keys are fixed-size
+// arrays, so matching a context allocates nothing.
+const MaxContextLimit = 7
+
+// maxListScan bounds how many elements of a list are looked at for
+// candidates.
+const maxListScan = 256
+
+// Signature ids within an Index.
+const (
+	UnknownSig int32 = 0 // a signature no pattern mentions
+	StartSig   int32 = 1 // the session start
+)
+
+// Index is a compiled pool: contexts hashed for lookup, mappings parsed for
+// evaluation, and the counts behind p, which Record updates. It is safe for
+// concurrent use.
+type Index struct {
+	signer *Signer
+	disc   []Discriminator
+	mined  Mined
+	ids    map[Signature]int32
+	sigs   []Signature
+	byCtx  map[ctxKey][]int32
+	pats   []*cpattern
+	maxCtx int
+}
+
+type ctxKey struct {
+	n   uint8
+	ids [MaxContextLimit + 1]int32
+}
+
+type cpattern struct {
+	src    *Pattern // context, tool and mappings as loaded (read-only)
+	tool   string
+	exact  bool
+	ctxLen int
+	list   *csource
+	args   []cmapping
+	// The live counts (see Pattern).
+	support, toolHits, elseSupport, elseHits atomic.Int64
+	hits                                     []atomic.Int64
+}
+
+type csource struct {
+	ctx  int   // context element, counted back from the latest
+	sig  int32 // if > 0, the session's most recent event with this signature instead
+	part string
+	path []string
+}
+
+type cmapping struct {
+	key      []byte // the argument name as a canonical JSON string
+	constVal []byte
+	src      csource
+	text     *TextSel
+	norm     string
+	prefix   string
+	suffix   string
+	template bool
+}
+
+// NewIndex compiles a pool. The pool is validated and must not be modified
+// afterwards.
+func NewIndex(p *Pool) (*Index, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	x := newIndex(p.Discriminators)
+	x.mined = p.Mined
+	for i := range p.Patterns {
+		pt := &p.Patterns[i]
+		if err := x.add(pt); err != nil {
+			return nil, fmt.Errorf("%w: patterns[%d]: %v", ErrInvalid, i, err)
+		}
+	}
+	return x, nil
+}
+
+func newIndex(disc []Discriminator) *Index {
+	x := &Index{
+		signer: NewSigner(disc),
+		disc:   disc,
+		ids:    map[Signature]int32{StartSignature: StartSig},
+		sigs:   []Signature{{}, StartSignature},
+		byCtx:  make(map[ctxKey][]int32),
+	}
+	return x
+}
+
+// intern returns the id of a signature, adding it if new.
+func (x *Index) intern(s Signature) int32 {
+	if id, ok := x.ids[s]; ok {
+		return id
+	}
+	id := int32(len(x.sigs))
+	x.sigs = append(x.sigs, s)
+	x.ids[s] = id
+	return id
+}
+
+func (x *Index) add(pt *Pattern) error {
+	cp, err := x.compile(pt)
+	if err != nil {
+		return err
+	}
+	var k ctxKey
+	k.n = uint8(len(pt.Context))
+	for j, s := range pt.Context {
+		k.ids[j] = x.intern(s)
+	}
+	cp.hits = make([]atomic.Int64, len(pt.Hits))
+	cp.support.Store(int64(pt.Support))
+	cp.toolHits.Store(int64(pt.ToolHits))
+	cp.elseSupport.Store(int64(pt.ElseSupport))
+	cp.elseHits.Store(int64(pt.ElseHits))
+	for r, h := range pt.Hits {
+		cp.hits[r].Store(int64(h))
+	}
+	x.pats = append(x.pats, cp)
+	x.byCtx[k] = append(x.byCtx[k], int32(len(x.pats)-1))
+	x.maxCtx = max(x.maxCtx, len(pt.Context))
+	return nil
+}
+
+func (x *Index) compile(pt *Pattern) (*cpattern, error) {
+	cp := &cpattern{src: pt, tool: pt.Tool, exact: pt.Exact, ctxLen: len(pt.Context)}
+	source := func(r *Ref, part, path string) (csource, error) {
+		steps, ok := parsePointer(path)
+		if !ok {
+			return csource{}, fmt.Errorf("path %q is not a JSON pointer", path)
+		}
+		s := csource{part: part, path: steps}
+		if r != nil {
+			s.ctx = r.Ctx
+			if r.Sig != nil {
+				s.sig = x.intern(*r.Sig)
+			}
+		}
+		return s, nil
+	}
+	if pt.List != nil {
+		s, err := source(&pt.List.From, pt.List.Part, pt.List.Path)
+		if err != nil {
+			return nil, err
+		}
+		cp.list = &s
+	}
+	for _, m := range pt.Args {
+		cm := cmapping{
+			key: appendQuoted(nil, m.Arg), constVal: m.Const, text: m.Text,
+			norm: m.Norm, prefix: m.Prefix, suffix: m.Suffix, template: m.template(),
+		}
+		if m.Const == nil {
+			s, err := source(m.From, m.Part, m.Path)
+			if err != nil {
+				return nil, err
+			}
+			cm.src = s
+		}
+		cp.args = append(cp.args, cm)
+	}
+	return cp, nil
+}
+
+// Len returns the number of patterns.
+func (x *Index) Len() int { return len(x.pats) }
+
+// MaxContext returns the longest context of the pool: the window a
+// predictor must keep.
+func (x *Index) MaxContext() int { return x.maxCtx }
+
+// Pattern returns pattern i as loaded (its counts are those of the pool
+// file; see Counts for the live ones). The result must not be modified.
+func (x *Index) Pattern(i int32) *Pattern { return x.pats[i].src }
+
+// Tool returns the target tool of pattern i.
+func (x *Index) Tool(i int32) string { return x.pats[i].tool }
+
+// Exact reports whether pattern i predicts concrete calls.
+func (x *Index) Exact(i int32) bool { return x.pats[i].exact }
+
+// Counts are a pattern's live counts (see Pattern for their meaning).
+type Counts struct {
+	Support, ToolHits, ElseSupport, ElseHits int64
+}
+
+// Counts returns the live counts of pattern i.
+func (x *Index) Counts(i int32) Counts {
+	cp := x.pats[i]
+	return Counts{cp.support.Load(), cp.toolHits.Load(), cp.elseSupport.Load(), cp.elseHits.Load()}
+}
+
+// Hits returns the live hits of pattern i at rank r (0 beyond its ranks).
+func (x *Index) Hits(i int32, r int) int64 {
+	cp := x.pats[i]
+	if r < 0 || r >= len(cp.hits) {
+		return 0
+	}
+	return cp.hits[r].Load()
+}
+
+// Record counts one more occurrence of pattern i's context (online
+// learning). evaluated says whether its mappings could be evaluated; tool
+// whether the next call was to its tool; hit is the rank of the candidate
+// the next call was, or -1.
+func (x *Index) Record(i int32, evaluated, tool bool, hit int) {
+	cp := x.pats[i]
+	if !evaluated {
+		cp.elseSupport.Add(1)
+		if tool {
+			cp.elseHits.Add(1)
+		}
+		return
+	}
+	cp.support.Add(1)
+	if tool {
+		cp.toolHits.Add(1)
+	}
+	if hit >= 0 && hit < len(cp.hits) {
+		cp.hits[hit].Add(1)
+	}
+}
+
+// Ranks returns how many candidate ranks pattern i counts.
+func (x *Index) Ranks(i int32) int { return len(x.pats[i].hits) }
+
+// Snapshot returns the pool with the live counts.
+func (x *Index) Snapshot() *Pool {
+	p := &Pool{Version: Version, Mined: x.mined, Discriminators: slices.Clone(x.disc)}
+	p.Patterns = make([]Pattern, len(x.pats))
+	for i := range x.pats {
+		cp := x.pats[i]
+		pt := *cp.src
+		pt.Support = int(cp.support.Load())
+		pt.ToolHits = int(cp.toolHits.Load())
+		pt.ElseSupport = int(cp.elseSupport.Load())
+		pt.ElseHits = int(cp.elseHits.Load())
+		pt.Hits = make([]int, len(cp.hits))
+		for r := range cp.hits {
+			pt.Hits[r] = int(cp.hits[r].Load())
+		}
+		pt.P = ratio(pt.Hits[0], pt.Support)
+		p.Patterns[i] = pt
+	}
+	return p
+}
+
+// SigOf returns the id of an event's signature (UnknownSig if no pattern
+// mentions it).
+func (x *Index) SigOf(tool string, status trace.Status, args []byte) int32 {
+	return x.ids[x.signer.Sign(tool, status, args)]
+}
+
+// Match calls fn for every pattern whose context matches the window:
+// window holds signature ids, oldest first, ending with the latest event's
+// (and starting with StartSig when the session start is within reach). pos
+// gives, for each context element counted back from the latest (pos[0] is
+// the latest), its position in window: the most recent embedding. fn must
+// not retain pos. Match looks contexts up by hash; it never scans the pool.
+func (x *Index) Match(window []int32, fn func(pattern int32, pos []int)) {
+	n := len(window)
+	if n == 0 || n > MaxContextLimit+1 || window[n-1] <= StartSig {
+		return
+	}
+	var seen [1 << MaxContextLimit]ctxKey
+	nseen := 0
+	var pos [MaxContextLimit + 1]int
+	for mask := 0; mask < 1<<(n-1); mask++ {
+		var k ctxKey
+		ok := true
+		for p := 0; p < n-1; p++ {
+			if mask&(1<<p) != 0 {
+				if window[p] == UnknownSig {
+					ok = false
+					break
+				}
+				k.ids[k.n] = window[p]
+				k.n++
+			}
+		}
+		if !ok {
+			continue
+		}
+		k.ids[k.n] = window[n-1]
+		k.n++
+		if slices.Contains(seen[:nseen], k) {
+			continue
+		}
+		seen[nseen] = k
+		nseen++
+		list := x.byCtx[k]
+		if len(list) == 0 {
+			continue
+		}
+		// The most recent embedding: match backwards greedily.
+		L := int(k.n)
+		p := n - 1
+		pos[0] = p
+		for b := 1; b < L; b++ {
+			want := k.ids[L-1-b]
+			for p--; p >= 0 && window[p] != want; p-- {
+			}
+			pos[b] = p
+		}
+		for _, pi := range list {
+			fn(pi, pos[:L])
+		}
+	}
+}
+
+// Payload is an observed event as mappings read it.
+type Payload struct {
+	Tool   string
+	Args   []byte
+	Output []byte
+	kind   int8 // 0 unknown, 1 text, 2 JSON
+}
+
+// MakePayload returns the payload of ev. It shares ev's memory (the output
+// is viewed, not copied: outputs can be megabytes), so ev must not change
+// while the payload is in use.
+func MakePayload(ev *trace.Event) Payload {
+	return Payload{Tool: ev.Tool, Args: ev.Args, Output: unsafe.Slice(unsafe.StringData(ev.Output), len(ev.Output))}
+}
+
+// outputIsJSON reports whether the output is a JSON document (an object or
+// an array), as opposed to text.
+func (p *Payload) outputIsJSON() bool {
+	if p.kind == 0 {
+		p.kind = 1
+		if i := skipSpace(p.Output, 0); i < len(p.Output) && (p.Output[i] == '{' || p.Output[i] == '[') {
+			p.kind = 2
+		}
+	}
+	return p.kind == 2
+}
+
+// History is what mappings read while a pattern is evaluated.
+type History interface {
+	// At returns the event at a window position given to Match's fn.
+	At(pos int) *Payload
+	// Last returns the session's most recent event with a signature id,
+	// or nil.
+	Last(sig int32) *Payload
+	// Used reports whether the session already made a call (by CallHash).
+	Used(call uint64) bool
+}
+
+// Candidate is one call a pattern predicts.
+type Candidate struct {
+	// Args is the canonical JSON object of the arguments; nil for a
+	// tool-only pattern.
+	Args []byte
+	Hash uint64 // CallHash(tool, Args); 0 for a tool-only pattern
+	Rank int    // position among the pattern's candidates
+}
+
+var callSeed = maphash.MakeSeed()
+
+// CallHash identifies a call within this process: tool and canonical
+// arguments (see callkey), hashed.
+func CallHash(tool string, canonArgs []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(callSeed)
+	h.WriteString(tool)
+	h.WriteByte(0)
+	h.Write(canonArgs)
+	return h.Sum64()
+}
+
+// Eval evaluates pattern i's mappings on the matched events (pos, from
+// Match) and appends its candidates to dst: one call, or, for a list
+// pattern, one per list element not already called in the session, at
+// most max, in list order. A tool-only pattern gives one candidate with
+// nil Args. Nothing is appended when a source is missing.
+func (x *Index) Eval(i int32, pos []int, h History, max int, dst []Candidate) []Candidate {
+	return x.evalCompiled(x.pats[i], pos, h, max, dst)
+}
+
+func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []Candidate) []Candidate {
+	if !cp.exact {
+		return append(dst, Candidate{})
+	}
+	if cp.list == nil {
+		args, ok := cp.appendArgs(nil, pos, h, nil)
+		if !ok {
+			return dst
+		}
+		return append(dst, Candidate{Args: args, Hash: CallHash(cp.tool, args)})
+	}
+	list, text, ok := cp.resolve(cp.list, pos, h, nil)
+	if !ok || text {
+		return dst
+	}
+	start := len(dst)
+	rank := 0
+	var scratch []byte
+	eachElem(list, func(n int, el []byte) bool {
+		if n >= maxListScan || rank >= max {
+			return false
+		}
+		var ok bool
+		scratch, ok = cp.appendArgs(scratch[:0], pos, h, el)
+		if !ok {
+			return true
+		}
+		hash := CallHash(cp.tool, scratch)
+		if h.Used(hash) || slices.ContainsFunc(dst[start:], func(c Candidate) bool { return c.Hash == hash }) {
+			return true
+		}
+		dst = append(dst, Candidate{Args: slices.Clone(scratch), Hash: hash, Rank: rank})
+		rank++
+		return true
+	})
+	return dst
+}
+
+// resolve returns the value a source names: JSON, or text (for a text
+// output read whole).
+func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val []byte, text, ok bool) {
+	var raw []byte
+	switch s.part {
+	case PartItem:
+		raw = item
+	default:
+		var p *Payload
+		if s.sig > 0 {
+			p = h.Last(s.sig)
+		} else if s.ctx < len(pos) {
+			p = h.At(pos[s.ctx])
+		}
+		if p == nil {
+			return nil, false, false
+		}
+		if s.part == PartArgs {
+			raw = p.Args
+		} else {
+			raw = p.Output
+			if !p.outputIsJSON() {
+				if len(s.path) > 0 {
+					return nil, false, false
+				}
+				return raw, true, true
+			}
+		}
+	}
+	if raw == nil {
+		return nil, false, false
+	}
+	if len(s.path) == 0 {
+		return raw, false, true
+	}
+	v, ok := lookup(raw, s.path)
+	return v, false, ok
+}
+
+// appendArgs appends the canonical arguments object.
+func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, item []byte) ([]byte, bool) {
+	buf = append(buf, '{')
+	for j := range cp.args {
+		m := &cp.args[j]
+		if j > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, m.key...)
+		buf = append(buf, ':')
+		var ok bool
+		if buf, ok = cp.appendValue(buf, m, pos, h, item); !ok {
+			return buf, false
+		}
+	}
+	return append(buf, '}'), true
+}
+
+func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, item []byte) ([]byte, bool) {
+	if m.constVal != nil {
+		return append(buf, m.constVal...), true
+	}
+	raw, text, ok := cp.resolve(&m.src, pos, h, item)
+	if !ok || len(raw) == 0 {
+		return buf, false
+	}
+	if !m.template {
+		if text {
+			return appendQuoted(buf, bytesString(raw)), true
+		}
+		c, ok := canonValue(raw)
+		if !ok {
+			return buf, false
+		}
+		return append(buf, c...), true
+	}
+	var s string
+	switch {
+	case text:
+		s = bytesString(raw)
+	case raw[0] == '"':
+		if s, ok = unquote(raw); !ok {
+			return buf, false
+		}
+	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
+		s = bytesString(raw)
+	default:
+		return buf, false
+	}
+	return appendTemplate(buf, s, m.text, m.norm, m.prefix, m.suffix)
+}
+
+// appendTemplate applies a text selection, a normalisation and a template
+// to s and appends the result as a JSON string.
+func appendTemplate(buf []byte, s string, sel *TextSel, norm, prefix, suffix string) ([]byte, bool) {
+	var ok bool
+	if sel != nil {
+		if s, ok = lineAt(s, sel.Line); !ok {
+			return buf, false
+		}
+		if sel.Token != nil {
+			if s, ok = tokenAt(s, *sel.Token); !ok {
+				return buf, false
+			}
+		}
+	}
+	if s, ok = normalize(s, norm); !ok {
+		return buf, false
+	}
+	buf = append(buf, '"')
+	buf = appendEscaped(buf, prefix)
+	buf = appendEscaped(buf, s)
+	buf = appendEscaped(buf, suffix)
+	return append(buf, '"'), true
+}
+
+// bytesString views b as a string without copying; b must not change.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

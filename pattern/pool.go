@@ -1,0 +1,384 @@
+package pattern
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ahead-dev/ahead/callkey"
+)
+
+// Version is the pool file format this package writes and reads.
+const Version = 1
+
+// Errors returned by Load and Decode (wrapped).
+var (
+	// ErrVersion: the file is a pool of another format version.
+	ErrVersion = errors.New("pattern: unsupported pool version")
+	// ErrInvalid: the file is not a valid pool.
+	ErrInvalid = errors.New("pattern: invalid pool")
+)
+
+// Pool is a set of mined patterns and the discriminators their signatures
+// use: the pool file, versioned JSON. Encode writes identical bytes for an
+// identical pool.
+type Pool struct {
+	Version        int             `json:"version"`
+	Mined          Mined           `json:"mined"`
+	Discriminators []Discriminator `json:"discriminators"`
+	Patterns       []Pattern       `json:"patterns"`
+}
+
+// Mined records how a pool was mined.
+type Mined struct {
+	MaxContext    int     `json:"max_context"`
+	MinSupport    int     `json:"min_support"`
+	MinConfidence float64 `json:"min_confidence"`
+	Sessions      int     `json:"sessions"`
+	Calls         int     `json:"calls"`
+}
+
+// Pattern is the tuple (C, T, f, p): when the session's recent signatures
+// match Context, the next call is to Tool with the arguments the mappings
+// Args derive from the matched events (f), with probability P.
+//
+// Context is an order-preserving subsequence of the last MaxContext
+// signatures before the prediction (gaps allowed) whose last element is the
+// latest event's signature; a leading StartSignature means the session
+// start lies within reach. When the same context can be found in the
+// window in several ways, the events matched are the most recent ones.
+type Pattern struct {
+	Context []Signature `json:"context"`
+	Tool    string      `json:"tool"`
+	// Exact reports that Args derive every argument (possibly none): the
+	// pattern predicts concrete calls. Otherwise it predicts the tool only.
+	Exact bool `json:"exact"`
+	// List, if set, is a list whose elements give the "item" mappings
+	// their values: one candidate call per element not yet called in the
+	// session, in list order (the first not used yet first).
+	List *ListSource `json:"list,omitempty"`
+	Args []Mapping   `json:"args,omitempty"`
+	// Support counts the context's occurrences at which f could be
+	// evaluated (all of them for a tool-only pattern); Hits[r] those at
+	// which the next call was the r-th candidate (one rank without a
+	// List); ToolHits those at which the next call was to Tool, whatever
+	// its arguments. P = Hits[0] / Support.
+	Support  int     `json:"support"`
+	Hits     []int   `json:"hits"`
+	ToolHits int     `json:"tool_hits"`
+	P        float64 `json:"p"`
+	// ElseSupport counts the occurrences at which f could not be evaluated
+	// (a source was missing, or every list element was used already) and
+	// ElseHits those followed by a call to Tool: how likely the tool is
+	// when the pattern cannot say with which arguments. A list that has
+	// run out is the strongest sign the agent moves on.
+	ElseSupport int `json:"else_support,omitempty"`
+	ElseHits    int `json:"else_hits,omitempty"`
+}
+
+// Ref names an event a value is read from: the context element Ctx
+// (counted back from the latest event, 0), or, when Sig is set, the
+// session's most recent event with that signature (Ctx is then ignored).
+type Ref struct {
+	Ctx int        `json:"ctx"`
+	Sig *Signature `json:"sig,omitempty"`
+}
+
+// Parts of an event a value is read from.
+const (
+	PartArgs   = "args"
+	PartOutput = "output"
+	PartItem   = "item" // the current element of the pattern's List
+)
+
+// ListSource is where a pattern's list lies: the JSON array at Path (a JSON
+// pointer) in Part of the event From.
+type ListSource struct {
+	From Ref    `json:"from"`
+	Part string `json:"part"`
+	Path string `json:"path"`
+}
+
+// TextSel selects from a text: line Line (negative counts from the end:
+// -1 is the last line), trimmed; then, if Token is set, its token Token
+// (negative from the end). See the package doc for tokens.
+type TextSel struct {
+	Line  int  `json:"line"`
+	Token *int `json:"token,omitempty"`
+}
+
+// Mapping derives one argument. Either Const is its value, or the value is
+// read at Path (a JSON pointer, stepping into JSON documents inside
+// strings) in Part of the event From (Part "item": in the current list
+// element); then Text selects a line or token of it, Norm normalises it,
+// and the result is Prefix + value + Suffix. A mapping with none of Text,
+// Norm, Prefix, Suffix passes the JSON value through unchanged.
+type Mapping struct {
+	Arg    string          `json:"arg"`
+	Const  json.RawMessage `json:"const,omitempty"`
+	From   *Ref            `json:"from,omitempty"`
+	Part   string          `json:"part,omitempty"`
+	Path   string          `json:"path,omitempty"`
+	Text   *TextSel        `json:"text,omitempty"`
+	Norm   string          `json:"norm,omitempty"`
+	Prefix string          `json:"prefix,omitempty"`
+	Suffix string          `json:"suffix,omitempty"`
+}
+
+func (m *Mapping) template() bool {
+	return m.Text != nil || m.Norm != "" || m.Prefix != "" || m.Suffix != ""
+}
+
+// Encode writes the pool as JSON, one pattern per line so that pools diff
+// well. Identical pools give identical bytes.
+func (p *Pool) Encode(w io.Writer) error {
+	var b bytes.Buffer
+	head := *p
+	head.Version = Version
+	head.Patterns = nil
+	fmt.Fprintf(&b, "{\"version\": %d,\n\"mined\": ", Version)
+	if err := appendJSON(&b, head.Mined); err != nil {
+		return err
+	}
+	b.WriteString(",\n\"discriminators\": [")
+	for i, d := range p.Discriminators {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n  ")
+		if err := appendJSON(&b, d); err != nil {
+			return err
+		}
+	}
+	b.WriteString("],\n\"patterns\": [")
+	for i := range p.Patterns {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n  ")
+		if err := appendJSON(&b, &p.Patterns[i]); err != nil {
+			return err
+		}
+	}
+	b.WriteString("]}\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func appendJSON(b *bytes.Buffer, v any) error {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	b.Truncate(b.Len() - 1) // the encoder's newline
+	return nil
+}
+
+// Save writes the pool to path atomically: to a temporary file in the same
+// directory, synced, then renamed over path. A crash leaves the old pool or
+// the new one, never a torn file.
+func (p *Pool) Save(path string) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("saving pool: %w", err)
+	}
+	tmp := f.Name()
+	err = p.Encode(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("saving pool: %w", err)
+	}
+	return nil
+}
+
+// Load reads and validates a pool file.
+func Load(path string) (*Pool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Decode parses and validates a pool. Constants are canonicalised.
+func Decode(data []byte) (*Pool, error) {
+	var probe struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if probe.Version == nil {
+		return nil, fmt.Errorf("%w: no version field", ErrInvalid)
+	}
+	if *probe.Version != Version {
+		return nil, fmt.Errorf("%w %d (this ahead reads version %d)", ErrVersion, *probe.Version, Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Pool
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (p *Pool) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	discs := make(map[string]bool)
+	for i, d := range p.Discriminators {
+		switch {
+		case d.Tool == "" || d.Arg == "":
+			return bad("discriminators[%d]: empty tool or arg", i)
+		case d.Kind != KindValue && d.Kind != KindWord:
+			return bad("discriminators[%d]: unknown kind %q", i, d.Kind)
+		case discs[d.Tool]:
+			return bad("discriminators[%d]: second discriminator for tool %q", i, d.Tool)
+		}
+		discs[d.Tool] = true
+	}
+	for i := range p.Patterns {
+		if err := p.Patterns[i].validate(); err != nil {
+			return bad("patterns[%d]: %v", i, err)
+		}
+	}
+	return nil
+}
+
+func (pt *Pattern) validate() error {
+	n := len(pt.Context)
+	if n == 0 || n > MaxContextLimit+1 {
+		return fmt.Errorf("context has %d elements (want 1 to %d)", n, MaxContextLimit+1)
+	}
+	for j, s := range pt.Context {
+		if s.Start != (s.Tool == "") {
+			return fmt.Errorf("context[%d]: a signature has a tool or is the start", j)
+		}
+		if s.Start && j != 0 {
+			return fmt.Errorf("context[%d]: the session start can only come first", j)
+		}
+	}
+	if pt.Context[n-1].Start {
+		return errors.New("context ends with the session start")
+	}
+	if pt.Tool == "" {
+		return errors.New("empty tool")
+	}
+	if len(pt.Hits) == 0 || len(pt.Hits) > 64 {
+		return fmt.Errorf("hits has %d ranks (want 1 to 64)", len(pt.Hits))
+	}
+	if pt.Support < 0 || pt.ToolHits < 0 || pt.ElseSupport < 0 || pt.ElseHits < 0 || slices.ContainsFunc(pt.Hits, func(h int) bool { return h < 0 }) {
+		return errors.New("negative counts")
+	}
+	if pt.List != nil {
+		if err := checkRef(pt.List.From, pt.Context, "list"); err != nil {
+			return err
+		}
+		if pt.List.Part != PartArgs && pt.List.Part != PartOutput {
+			return fmt.Errorf("list: part %q (want args or output)", pt.List.Part)
+		}
+		if _, ok := parsePointer(pt.List.Path); !ok {
+			return fmt.Errorf("list: path %q is not a JSON pointer", pt.List.Path)
+		}
+	}
+	for j := range pt.Args {
+		m := &pt.Args[j]
+		if err := m.validate(pt); err != nil {
+			return fmt.Errorf("args[%d] (%s): %v", j, m.Arg, err)
+		}
+		if j > 0 && pt.Args[j-1].Arg >= m.Arg {
+			return fmt.Errorf("args[%d]: arguments not sorted or repeated", j)
+		}
+	}
+	return nil
+}
+
+func checkRef(r Ref, ctx []Signature, what string) error {
+	if r.Sig != nil {
+		if r.Sig.Start || r.Sig.Tool == "" {
+			return fmt.Errorf("%s: a signature reference needs a tool", what)
+		}
+		return nil
+	}
+	if r.Ctx < 0 || r.Ctx >= len(ctx) || ctx[len(ctx)-1-r.Ctx].Start {
+		return fmt.Errorf("%s: ctx %d does not name an event of the context", what, r.Ctx)
+	}
+	return nil
+}
+
+func (m *Mapping) validate(pt *Pattern) error {
+	if m.Arg == "" {
+		return errors.New("empty argument name")
+	}
+	if m.Const != nil {
+		if m.From != nil || m.Part != "" || m.Path != "" || m.template() {
+			return errors.New("a constant has no source")
+		}
+		c, err := callkey.CanonicalValue(m.Const)
+		if err != nil {
+			return fmt.Errorf("const: %v", err)
+		}
+		m.Const = c
+		return nil
+	}
+	switch m.Part {
+	case PartItem:
+		if pt.List == nil {
+			return errors.New("an item mapping needs the pattern's list")
+		}
+		if m.From != nil {
+			return errors.New("an item mapping reads the list element, not an event")
+		}
+	case PartArgs, PartOutput:
+		if m.From == nil {
+			return errors.New("no source event")
+		}
+		if err := checkRef(*m.From, pt.Context, "from"); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("part %q (want args, output or item)", m.Part)
+	}
+	if _, ok := parsePointer(m.Path); !ok {
+		return fmt.Errorf("path %q is not a JSON pointer", m.Path)
+	}
+	if _, ok := normalize("", m.Norm); !ok {
+		return fmt.Errorf("unknown norm %q", m.Norm)
+	}
+	return nil
+}
+
+// FormatContext formats a context as "a → b → c".
+func FormatContext(ctx []Signature) string {
+	parts := make([]string, len(ctx))
+	for i, s := range ctx {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, " → ")
+}

@@ -1,0 +1,369 @@
+package pattern
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ahead-dev/ahead/callkey"
+)
+
+// This file navigates JSON text without decoding it into maps: the
+// predictor looks up a few paths in outputs of up to megabytes after every
+// call, and a full decode would cost more than the whole prediction budget.
+// The functions are forgiving: malformed input yields "not found", never a
+// panic.
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just after the JSON value starting at or
+// after i, or -1 if there is none.
+func skipValue(data []byte, i int) int {
+	i = skipSpace(data, i)
+	if i >= len(data) {
+		return -1
+	}
+	switch c := data[i]; c {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(data); i++ {
+			switch data[i] {
+			case '"':
+				j := skipString(data, i)
+				if j < 0 {
+					return -1
+				}
+				i = j - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(data) && !isSpace(data[j]) && data[j] != ',' && data[j] != '}' && data[j] != ']' && data[j] != ':' {
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
+}
+
+// skipString returns the index after the string starting at data[i] ('"').
+func skipString(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// unquote returns the content of a JSON string literal.
+func unquote(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body), true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// keyEquals reports whether the raw key literal (with quotes) is key.
+func keyEquals(raw []byte, key string) bool {
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body) == key
+	}
+	s, ok := unquote(raw)
+	return ok && s == key
+}
+
+// eachMember calls fn for the members of the object at data (trimmed),
+// stopping when fn returns false. It returns false if data is not an
+// object.
+func eachMember(data []byte, fn func(key, val []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i++
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return false
+		}
+		if data[i] == '}' {
+			return true
+		}
+		if data[i] == ',' {
+			i++
+			continue
+		}
+		if data[i] != '"' {
+			return false
+		}
+		k := skipString(data, i)
+		if k < 0 {
+			return false
+		}
+		key := data[i:k]
+		i = skipSpace(data, k)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		vs := skipSpace(data, i+1)
+		ve := skipValue(data, vs)
+		if ve < 0 {
+			return false
+		}
+		if !fn(key, data[vs:ve]) {
+			return true
+		}
+		i = ve
+	}
+}
+
+// eachElem calls fn for the elements of the array at data, stopping when fn
+// returns false. It returns false if data is not an array.
+func eachElem(data []byte, fn func(i int, val []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return false
+	}
+	i++
+	for n := 0; ; {
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ']':
+			return true
+		case ',':
+			i++
+			continue
+		}
+		e := skipValue(data, i)
+		if e < 0 {
+			return false
+		}
+		if !fn(n, data[i:e]) {
+			return true
+		}
+		n++
+		i = e
+	}
+}
+
+// member returns the value of key in the object data.
+func member(data []byte, key string) ([]byte, bool) {
+	var out []byte
+	found := false
+	eachMember(data, func(k, v []byte) bool {
+		if keyEquals(k, key) {
+			out, found = v, true
+			return false
+		}
+		return true
+	})
+	return out, found
+}
+
+// elem returns element n of the array data.
+func elem(data []byte, n int) ([]byte, bool) {
+	var out []byte
+	found := false
+	eachElem(data, func(i int, v []byte) bool {
+		if i == n {
+			out, found = v, true
+			return false
+		}
+		return true
+	})
+	return out, found
+}
+
+// embedded returns the JSON document inside a string value, if the string
+// holds one: outputs are often JSON documents inside strings.
+func embedded(v []byte) ([]byte, bool) {
+	if len(v) == 0 || v[0] != '"' {
+		return nil, false
+	}
+	s, ok := unquote(v)
+	if !ok {
+		return nil, false
+	}
+	t := strings.TrimSpace(s)
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return nil, false
+	}
+	return []byte(t), true
+}
+
+// lookup follows path (decoded JSON-pointer tokens) from data. A token
+// steps into an object member or, if it is a decimal number, an array
+// element; a string holding a JSON document is stepped into transparently.
+func lookup(data []byte, path []string) ([]byte, bool) {
+	cur := data
+	for _, step := range path {
+		cur = bytes.TrimSpace(cur)
+		if len(cur) > 0 && cur[0] == '"' {
+			doc, ok := embedded(cur)
+			if !ok {
+				return nil, false
+			}
+			cur = doc
+		}
+		if len(cur) == 0 {
+			return nil, false
+		}
+		var ok bool
+		switch cur[0] {
+		case '{':
+			cur, ok = member(cur, step)
+		case '[':
+			n, err := strconv.Atoi(step)
+			if err != nil || n < 0 {
+				return nil, false
+			}
+			cur, ok = elem(cur, n)
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return bytes.TrimSpace(cur), true
+}
+
+// parsePointer splits a JSON pointer ("/a/0/b~1c") into its decoded
+// tokens. "" is the whole document.
+func parsePointer(p string) ([]string, bool) {
+	if p == "" {
+		return nil, true
+	}
+	if p[0] != '/' {
+		return nil, false
+	}
+	parts := strings.Split(p[1:], "/")
+	for i, s := range parts {
+		if strings.Contains(s, "~") {
+			s = strings.ReplaceAll(s, "~1", "/")
+			parts[i] = strings.ReplaceAll(s, "~0", "~")
+		}
+	}
+	return parts, true
+}
+
+// pointer encodes tokens as a JSON pointer.
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		if strings.ContainsAny(t, "~/") {
+			t = strings.ReplaceAll(t, "~", "~0")
+			t = strings.ReplaceAll(t, "/", "~1")
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// canonValue returns the canonical JSON of a value (see callkey): the value
+// itself when it is already canonical (a string without escapes, a number,
+// a literal), else callkey's encoding. ok is false for invalid JSON.
+func canonValue(raw []byte) ([]byte, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, false
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		if bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 && skipString(raw, 0) == len(raw) && utf8.Valid(raw) && noControl(raw) {
+			return raw, true
+		}
+	case c == 't' || c == 'f' || c == 'n' || c == '-' || (c >= '0' && c <= '9'):
+		if json.Valid(raw) {
+			return raw, true
+		}
+		return nil, false
+	}
+	v, err := callkey.CanonicalValue(raw)
+	if err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func noControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// appendQuoted appends s as a canonical JSON string (callkey's escaping:
+// only '"', '\\' and control characters are escaped).
+func appendQuoted(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	buf = appendEscaped(buf, s)
+	return append(buf, '"')
+}
+
+// appendEscaped appends the body of s's canonical JSON string, without the
+// quotes.
+func appendEscaped(buf []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			buf = append(buf, '\\', '"')
+		case c == '\\':
+			buf = append(buf, '\\', '\\')
+		case c == '\n':
+			buf = append(buf, '\\', 'n')
+		case c == '\r':
+			buf = append(buf, '\\', 'r')
+		case c == '\t':
+			buf = append(buf, '\\', 't')
+		case c < 0x20:
+			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return buf
+}
+
+// quoted returns s as a canonical JSON string.
+func quoted(s string) string { return string(appendQuoted(nil, s)) }

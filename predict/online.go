@@ -1,0 +1,416 @@
+package predict
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// OnlineOptions configure an Online predictor. The zero value of each field
+// means its default.
+type OnlineOptions struct {
+	// MaxPredictions caps the predictions returned per event; 0 means 10.
+	MaxPredictions int
+	// Frozen turns online learning off: the counts behind p stay those of
+	// the pool.
+	Frozen bool
+	// MaxSessions bounds the sessions tracked at once; when a new session
+	// would exceed it, the least recently active one is forgotten. 0 means
+	// 10000.
+	MaxSessions int
+	// MaxCalls bounds the calls remembered per session to tell which list
+	// elements were already used; 0 means 1024.
+	MaxCalls int
+	// Shrink is the pseudo-count that pulls the p of rarely seen patterns
+	// towards zero: p = hits / (support + Shrink). 0 means 1; negative
+	// means none.
+	Shrink float64
+}
+
+// Online is the pattern-based predictor (the PASTE paper's Algorithm 2).
+// For each session it keeps a bounded window of recent signatures, the
+// most recent event of each signature, and the calls made. On each event
+// it looks up, by hashed context, every pattern whose context matches a
+// suffix of the window, evaluates their mappings on the matched events'
+// payloads (only then, and only the paths they read), and returns the
+// candidate calls ranked by p, one per call key. Tool-only predictions (Args
+// nil) are returned for tools no pattern could predict exactly.
+//
+// With learning on, each event also settles the previous event's
+// predictions: every pattern that fired counts one more occurrence, and a
+// hit if the event was its candidate. Checkpoint saves the counts.
+//
+// Observe retains the event's Args and Output (without copying them) while
+// the session's window needs them: callers must not modify them afterwards.
+// Online is safe for concurrent use; calls for one session are serialised.
+type Online struct {
+	x    *pattern.Index
+	opts OnlineOptions
+	k    int // window length
+
+	mu       sync.Mutex // protects sessions and clock
+	sessions map[string]*session
+	clock    uint64
+
+	saveMu sync.Mutex // serialises checkpoints
+}
+
+var _ interface {
+	Observe(trace.Event) []Prediction
+	Forget(string)
+} = (*Online)(nil)
+
+// NewOnline returns a predictor serving the pool. opts may be nil.
+func NewOnline(pool *pattern.Pool, opts *OnlineOptions) (*Online, error) {
+	x, err := pattern.NewIndex(pool)
+	if err != nil {
+		return nil, err
+	}
+	o := &Online{x: x, sessions: make(map[string]*session)}
+	if opts != nil {
+		o.opts = *opts
+	}
+	if o.opts.MaxPredictions <= 0 {
+		o.opts.MaxPredictions = 10
+	}
+	if o.opts.MaxSessions <= 0 {
+		o.opts.MaxSessions = 10000
+	}
+	if o.opts.MaxCalls <= 0 {
+		o.opts.MaxCalls = 1024
+	}
+	if o.opts.Shrink == 0 {
+		o.opts.Shrink = 1
+	} else if o.opts.Shrink < 0 {
+		o.opts.Shrink = 0
+	}
+	o.k = max(x.MaxContext()-1, 1)
+	if pool.Mined.MaxContext > 0 {
+		o.k = pool.Mined.MaxContext
+	}
+	return o, nil
+}
+
+// Index returns the compiled pool.
+func (o *Online) Index() *pattern.Index { return o.x }
+
+// session is one session's state.
+type session struct {
+	mu      sync.Mutex // serialises Observe for the session; protects all below
+	lastUse uint64     // under Online.mu
+	n       int        // events observed
+	// ring holds the last k events (the window), oldest at head.
+	ring []*slot
+	head int
+	// last holds the most recent event of each signature.
+	last map[int32]*slot
+	// used holds the calls made (CallHash), the oldest dropped first.
+	used  map[uint64]int
+	order []uint64
+	// fired is what the previous event's patterns predicted, to learn from.
+	fired  []firing
+	scored []scored
+	// scratch buffers, reused across events.
+	window []int32
+	pos    []int
+	cands  []pattern.Candidate
+	preds  map[predKey]int
+}
+
+type slot struct {
+	sig int32
+	ev  trace.Event
+	pay pattern.Payload
+}
+
+type firing struct {
+	pattern   int32
+	evaluated bool
+	hashes    []uint64 // candidate hashes by rank; nil for tool-only
+}
+
+type predKey struct {
+	tool string
+	hash uint64 // 0 for tool-only
+}
+
+func (o *Online) session(id string) *session {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.clock++
+	s, ok := o.sessions[id]
+	if !ok {
+		if len(o.sessions) >= o.opts.MaxSessions {
+			o.evictLocked()
+		}
+		s = &session{last: make(map[int32]*slot), used: make(map[uint64]int), preds: make(map[predKey]int)}
+		o.sessions[id] = s
+	}
+	s.lastUse = o.clock
+	return s
+}
+
+// evictLocked forgets the least recently active session. It scans, but
+// only when the bound is hit, which a working engine (it calls Forget)
+// rarely lets happen.
+func (o *Online) evictLocked() {
+	var oldest string
+	var at uint64
+	for id, s := range o.sessions {
+		if oldest == "" || s.lastUse < at {
+			oldest, at = id, s.lastUse
+		}
+	}
+	delete(o.sessions, oldest)
+}
+
+// Forget drops a session's state.
+func (o *Online) Forget(session string) {
+	o.mu.Lock()
+	delete(o.sessions, session)
+	o.mu.Unlock()
+}
+
+// Observe records an authoritative event and returns the predicted next
+// calls, best first.
+func (o *Online) Observe(ev trace.Event) []Prediction {
+	s := o.session(ev.Session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	canon, err := callkey.Canonical(ev.Args)
+	var hash uint64
+	if err == nil {
+		hash = pattern.CallHash(ev.Tool, canon)
+	}
+	if !o.opts.Frozen {
+		o.learn(s, ev.Tool, hash, err == nil)
+	}
+	s.fired = s.fired[:0]
+	if err == nil {
+		s.use(hash, o.opts.MaxCalls)
+	}
+	o.push(s, ev)
+	return o.predict(s)
+}
+
+// learn settles the previous predictions with the call that followed.
+func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
+	for _, f := range s.fired {
+		isTool := o.x.Tool(f.pattern) == tool
+		hit := -1
+		if isTool && ok && f.hashes != nil {
+			hit = slices.Index(f.hashes, hash)
+		}
+		o.x.Record(f.pattern, f.evaluated, isTool, hit)
+	}
+}
+
+func (s *session) use(h uint64, maxCalls int) {
+	s.used[h]++
+	s.order = append(s.order, h)
+	if len(s.order) > maxCalls {
+		old := s.order[0]
+		s.order = s.order[1:]
+		if s.used[old]--; s.used[old] <= 0 {
+			delete(s.used, old)
+		}
+	}
+}
+
+// push adds ev to the window and the per-signature memory.
+func (o *Online) push(s *session, ev trace.Event) {
+	sl := &slot{sig: o.x.SigOf(ev.Tool, ev.Status, ev.Args), ev: ev}
+	sl.pay = pattern.MakePayload(&sl.ev)
+	if len(s.ring) < o.k {
+		s.ring = append(s.ring, sl)
+	} else {
+		s.ring[s.head] = sl
+		s.head = (s.head + 1) % o.k
+	}
+	if sl.sig != pattern.UnknownSig {
+		s.last[sl.sig] = sl
+	}
+	s.n++
+}
+
+// at returns the event at ring position i (0 is the oldest).
+func (s *session) at(i int) *slot {
+	return s.ring[(s.head+i)%len(s.ring)]
+}
+
+// history adapts a session to pattern.History. Window position 0 is the
+// session start marker when present.
+type history struct {
+	s     *session
+	start int // 1 if window[0] is the start marker
+}
+
+func (h history) At(pos int) *pattern.Payload {
+	i := pos - h.start
+	if i < 0 || i >= len(h.s.ring) {
+		return nil
+	}
+	return &h.s.at(i).pay
+}
+
+func (h history) Last(sig int32) *pattern.Payload {
+	if sl := h.s.last[sig]; sl != nil {
+		return &sl.pay
+	}
+	return nil
+}
+
+func (h history) Used(call uint64) bool { return h.s.used[call] > 0 }
+
+func (o *Online) predict(s *session) []Prediction {
+	s.window = s.window[:0]
+	h := history{s: s}
+	if s.n <= o.k {
+		s.window = append(s.window, pattern.StartSig)
+		h.start = 1
+	}
+	for i := range s.ring {
+		s.window = append(s.window, s.at(i).sig)
+	}
+	clear(s.preds)
+	out := s.scored[:0]
+	// add merges an estimate into the prediction of its key, keeping the
+	// best: each matched context is evidence, and the most confident one
+	// wins.
+	add := func(k predKey, args []byte, hits, support int64) {
+		if hits <= 0 {
+			return
+		}
+		p := float64(hits) / (float64(support) + o.opts.Shrink)
+		if i, ok := s.preds[k]; ok {
+			out[i].p = max(out[i].p, p)
+			return
+		}
+		s.preds[k] = len(out)
+		out = append(out, scored{key: k, args: args, p: p})
+	}
+	o.x.Match(s.window, func(pi int32, pos []int) {
+		tool := o.x.Tool(pi)
+		c := o.x.Counts(pi)
+		if !o.x.Exact(pi) {
+			add(predKey{tool: tool}, nil, c.ToolHits, c.Support)
+			s.fired = append(s.fired, firing{pattern: pi, evaluated: true})
+			return
+		}
+		// Lazy evaluation: only now are the matched events' payloads read,
+		// and only at the paths this pattern's mappings name.
+		s.cands = o.x.Eval(pi, pos, h, o.x.Ranks(pi), s.cands[:0])
+		if len(s.cands) == 0 {
+			add(predKey{tool: tool}, nil, c.ElseHits, c.ElseSupport)
+			s.fired = append(s.fired, firing{pattern: pi})
+			return
+		}
+		add(predKey{tool: tool}, nil, c.ToolHits, c.Support)
+		f := firing{pattern: pi, evaluated: true, hashes: make([]uint64, len(s.cands))}
+		for _, cd := range s.cands {
+			f.hashes[cd.Rank] = cd.Hash
+			add(predKey{tool: tool, hash: cd.Hash}, cd.Args, o.x.Hits(pi, cd.Rank), c.Support)
+		}
+		s.fired = append(s.fired, f)
+	})
+	s.scored = out
+	return rank(out, o.opts.MaxPredictions)
+}
+
+type scored struct {
+	key  predKey
+	args []byte
+	p    float64
+}
+
+// rank orders predictions for speculation and cuts the list:
+//
+//   - first, the best concrete call of the most likely next tool (its
+//     tool-only guess if it has none), so that the likeliest tool is never
+//     crowded out by many calls of another;
+//   - then the other concrete calls by p;
+//   - then tool-only guesses by p, for tools without concrete calls (for a
+//     tool with some, a warm-up adds nothing to running them).
+func rank(out []scored, limit int) []Prediction {
+	var best string
+	bestP := -1.0
+	hasExact := func(tool string) bool {
+		return slices.ContainsFunc(out, func(sc scored) bool { return sc.key.hash != 0 && sc.key.tool == tool })
+	}
+	for _, sc := range out {
+		if sc.key.hash == 0 && (sc.p > bestP || (sc.p == bestP && sc.key.tool < best)) {
+			best, bestP = sc.key.tool, sc.p
+		}
+	}
+	out = slices.DeleteFunc(out, func(sc scored) bool { return sc.key.hash == 0 && hasExact(sc.key.tool) })
+	slices.SortFunc(out, func(a, b scored) int {
+		if at, bt := a.key.hash == 0, b.key.hash == 0; at != bt {
+			if at {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(b.p, a.p); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.key.tool, b.key.tool); c != 0 {
+			return c
+		}
+		return slices.Compare(a.args, b.args)
+	})
+	if i := slices.IndexFunc(out, func(sc scored) bool { return sc.key.tool == best }); i > 0 {
+		first := out[i]
+		copy(out[1:i+1], out[:i])
+		out[0] = first
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	preds := make([]Prediction, len(out))
+	for i, sc := range out {
+		preds[i] = Prediction{Tool: sc.key.tool, P: sc.p}
+		if sc.args != nil {
+			preds[i].Args = json.RawMessage(sc.args)
+		}
+	}
+	return preds
+}
+
+// Checkpoint saves the pool with the counts learnt so far to path,
+// atomically (temporary file and rename).
+func (o *Online) Checkpoint(path string) error {
+	o.saveMu.Lock()
+	defer o.saveMu.Unlock()
+	return o.x.Snapshot().Save(path)
+}
+
+// CheckpointEvery checkpoints to path every interval until ctx is done,
+// then once more; it returns the first error of the final checkpoint or
+// ctx's. Run it in a goroutine the caller owns; failed periodic
+// checkpoints are retried at the next tick.
+func (o *Online) CheckpointEvery(ctx context.Context, path string, interval time.Duration) error {
+	if interval <= 0 {
+		return errors.New("predict: checkpoint interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return o.Checkpoint(path)
+		case <-t.C:
+			_ = o.Checkpoint(path)
+		}
+	}
+}
