@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"unicode/utf8"
 )
 
@@ -25,38 +24,47 @@ type Call struct {
 // non-empty string "tool" and an optional object "args", nothing else.
 // Unknown or repeated fields, a body that is not exactly one JSON object,
 // and invalid UTF-8 are errors naming what and where (byte offset). The
-// arguments themselves are checked fully (duplicate keys, NaN, nesting)
-// when the engine makes the call key.
+// arguments themselves are checked fully (duplicate keys, nesting) when
+// the engine makes the call key.
+//
+// It is on the path of every call, so it does not use json.Decoder (whose
+// Token allocates per token): the body is validated once with json.Valid,
+// and its top level, known to be valid, is walked by hand.
 func DecodeCall(body []byte) (Call, error) {
 	var c Call
 	if i := invalidUTF8(body); i >= 0 {
 		return c, badRequest("invalid UTF-8 at offset %d", i)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err == io.EOF {
-		return c, badRequest(`empty body; want {"tool": "...", "args": {...}}`)
+	if !json.Valid(body) {
+		if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
+			return c, badRequest(`empty body; want {"tool": "...", "args": {...}}`)
+		}
+		return c, syntaxError(body)
 	}
-	if err != nil {
-		return c, syntaxError(err, body)
+	w := walker{data: body}
+	w.space()
+	if body[w.pos] != '{' {
+		return c, badRequest(`body must be a JSON object {"tool": "...", "args": {...}}, got %s`, kindOf(body[w.pos:]))
 	}
-	if tok != json.Delim('{') {
-		return c, badRequest(`body must be a JSON object {"tool": "...", "args": {...}}, got %s`, tokenKind(tok))
-	}
+	w.pos++
 	var seenTool, seenArgs bool
-	for dec.More() {
-		at := keyOffset(body, dec.InputOffset())
-		tok, err := dec.Token()
-		if err != nil {
-			return c, syntaxError(err, body)
+	for {
+		w.space()
+		if body[w.pos] == '}' {
+			break
 		}
-		name := tok.(string) // inside an object, More() promises a key
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return c, syntaxError(err, body)
+		if body[w.pos] == ',' {
+			w.pos++
+			w.space()
 		}
-		switch name {
-		case "tool":
+		at := w.pos
+		key := unquote(w.value())
+		w.space()
+		w.pos++ // ':'
+		w.space()
+		raw := w.value()
+		switch {
+		case key == "tool":
 			if seenTool {
 				return c, badRequest(`duplicate field "tool" at offset %d`, at)
 			}
@@ -64,13 +72,11 @@ func DecodeCall(body []byte) (Call, error) {
 			if raw[0] != '"' {
 				return c, badRequest(`"tool" must be a string, got %s`, kindOf(raw))
 			}
-			if err := json.Unmarshal(raw, &c.Tool); err != nil {
-				return c, badRequest(`"tool": %v`, err)
-			}
+			c.Tool = unquote(raw)
 			if c.Tool == "" {
 				return c, badRequest(`"tool" must not be empty`)
 			}
-		case "args":
+		case key == "args":
 			if seenArgs {
 				return c, badRequest(`duplicate field "args" at offset %d`, at)
 			}
@@ -84,14 +90,8 @@ func DecodeCall(body []byte) (Call, error) {
 				return c, badRequest(`"args" must be a JSON object, got %s`, kindOf(raw))
 			}
 		default:
-			return c, badRequest(`unknown field %q at offset %d (want "tool" and "args")`, name, at)
+			return c, badRequest(`unknown field %q at offset %d (want "tool" and "args")`, key, at)
 		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return c, syntaxError(err, body)
-	}
-	if end := skipSpace(body, dec.InputOffset()); end < int64(len(body)) {
-		return c, badRequest("trailing data after the JSON object at offset %d", end)
 	}
 	if !seenTool {
 		return c, badRequest(`missing field "tool"`)
@@ -99,73 +99,96 @@ func DecodeCall(body []byte) (Call, error) {
 	return c, nil
 }
 
+// walker steps through JSON already known to be valid.
+type walker struct {
+	data []byte
+	pos  int
+}
+
+func (w *walker) space() {
+	for w.pos < len(w.data) {
+		switch w.data[w.pos] {
+		case ' ', '\t', '\r', '\n':
+			w.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value returns the value at pos as written, and moves past it.
+func (w *walker) value() []byte {
+	start := w.pos
+	switch w.data[w.pos] {
+	case '"':
+		w.str()
+	case '{', '[':
+		for depth := 0; ; {
+			switch w.data[w.pos] {
+			case '"':
+				w.str()
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			w.pos++
+			if depth == 0 {
+				break
+			}
+		}
+	default: // a number or a literal
+		for w.pos < len(w.data) {
+			switch w.data[w.pos] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return w.data[start:w.pos]
+			}
+			w.pos++
+		}
+	}
+	return w.data[start:w.pos]
+}
+
+// str moves past the string at pos.
+func (w *walker) str() {
+	w.pos++
+	for w.data[w.pos] != '"' {
+		if w.data[w.pos] == '\\' {
+			w.pos++
+		}
+		w.pos++
+	}
+	w.pos++
+}
+
+// unquote decodes a valid JSON string literal.
+func unquote(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	json.Unmarshal(raw, &s) // valid, so it cannot fail
+	return s
+}
+
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)
 }
 
-// syntaxError describes a decoding error with its offset. json.Decoder's
-// offsets are relative to its internal buffer and value, so the body is
-// checked again as a whole, which gives the offending byte exactly.
-func syntaxError(err error, body []byte) error {
+// syntaxError describes why body is not valid JSON, with the offset of
+// the offending byte.
+func syntaxError(body []byte) error {
 	var raw json.RawMessage
-	if uerr := json.Unmarshal(body, &raw); uerr != nil {
-		if se, ok := errors.AsType[*json.SyntaxError](uerr); ok {
-			if se.Error() == "unexpected end of JSON input" {
-				return badRequest("unexpected end of JSON at offset %d", len(body))
-			}
-			// Offset counts the bytes read, the offending one included.
-			return badRequest("invalid JSON at offset %d: %v", max(se.Offset-1, 0), se)
+	err := json.Unmarshal(body, &raw)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		if se.Error() == "unexpected end of JSON input" {
+			return badRequest("unexpected end of JSON at offset %d", len(body))
 		}
-		err = uerr
+		// Offset counts the bytes read, the offending one included.
+		return badRequest("invalid JSON at offset %d: %v", max(se.Offset-1, 0), se)
 	}
 	return badRequest("invalid JSON: %v", err)
-}
-
-// skipSpace returns the offset of the first byte at or after at that is
-// not JSON whitespace.
-func skipSpace(body []byte, at int64) int64 {
-	for at < int64(len(body)) {
-		switch body[at] {
-		case ' ', '\t', '\r', '\n':
-			at++
-			continue
-		}
-		break
-	}
-	return at
-}
-
-func tokenKind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '[' {
-			return "an array"
-		}
-		return fmt.Sprintf("%q", rune(v))
-	case string:
-		return "a string"
-	case float64, json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return fmt.Sprintf("%T", tok)
-}
-
-// keyOffset returns where the key after offset starts: the decoder's
-// offset is just past the previous value, before the comma.
-func keyOffset(body []byte, at int64) int64 {
-	for at < int64(len(body)) {
-		switch body[at] {
-		case ' ', '\t', '\r', '\n', ',':
-			at++
-			continue
-		}
-		break
-	}
-	return at
 }
 
 // kindOf names the kind of a JSON value from its first byte.

@@ -22,6 +22,7 @@ func TestDecodeCall(t *testing.T) {
 		{body: `{"tool":"a","args":null}`, tool: "a"},
 		{body: `{"tool":"\u00e9\"q"}`, tool: "é\"q"},
 		{body: `{"tool":"a","args":{}}`, tool: "a", args: `{}`},
+		{body: `{"t\u006fol":"a"}`, tool: "a"},
 		{body: `{}`, badInput: `missing field "tool"`},
 		{body: `null`, badInput: "got null"},
 		{body: `"x"`, badInput: "got a string"},
@@ -32,7 +33,7 @@ func TestDecodeCall(t *testing.T) {
 		{body: `{"tool":"a","args":{},"args":{}}`, badInput: `duplicate field "args" at offset 22`},
 		{body: `{"tool":"a",}`, badInput: "invalid JSON at offset 12"},
 		{body: `{"tool":"a"`, badInput: "unexpected end of JSON at offset 11"},
-		{body: `{"tool":"a"}}`, badInput: "trailing data after the JSON object at offset 12"},
+		{body: `{"tool":"a"}}`, badInput: "invalid JSON at offset 12: invalid character '}' after top-level value"},
 		{body: `{"tool":"a","args":{"x":NaN}}`, badInput: "invalid JSON at offset 24"},
 		{body: "{\"tool\":\"a\",\"args\":{\"x\":\"\xc3\x28\"}}", badInput: "invalid UTF-8 at offset 25"},
 	} {

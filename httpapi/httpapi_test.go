@@ -136,7 +136,7 @@ func TestCalls(t *testing.T) {
 		{"duplicate arg key", `{"tool": "echo", "args": {"a": 1, "a": 2}}`,
 			answer{400, `{"error":"calling echo: callkey: invalid arguments: duplicate key \"a\" in the object at offset 0"}`}},
 		{"trailing data", `{"tool": "echo"} {}`,
-			answer{400, `{"error":"bad request: trailing data after the JSON object at offset 17"}`}},
+			answer{400, `{"error":"bad request: invalid JSON at offset 17: invalid character '{' after top-level value"}`}},
 		{"invalid utf-8", "{\"tool\": \"ec\xffho\"}",
 			answer{400, `{"error":"bad request: invalid UTF-8 at offset 12"}`}},
 		{"body over the limit", `{"tool": "echo", "args": {"a": "` + strings.Repeat("x", 1<<10) + `"}}`,
