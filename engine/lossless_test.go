@@ -257,4 +257,3 @@ func TestLosslessDifferential(t *testing.T) {
 		})
 	}
 }
-
