@@ -28,8 +28,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -100,18 +98,6 @@ func New(eng Engine, opts *Options) *Handler {
 // ServeHTTP routes the request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// callResponse is the body of a served call.
-type callResponse struct {
-	Tool   string `json:"tool"`
-	Status string `json:"status"`
-	// Output is the backend's output: the JSON value itself when it is
-	// valid JSON, else a JSON string.
-	Output  json.RawMessage `json:"output"`
-	Source  string          `json:"source"`
-	SavedMS float64         `json:"saved_ms"`
-	Seq     int             `json:"seq"`
-}
-
 type errorResponse struct {
 	Error string `json:"error"`
 }
@@ -143,15 +129,17 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, callResponse{
-		Tool:    res.Tool,
-		Status:  string(res.Status),
-		Output:  outputJSON(res.Output),
-		Source:  string(res.Source),
-		SavedMS: float64(res.Saved) / float64(time.Millisecond),
-		Seq:     res.Seq,
-	})
+	buf := respBufs.Get().(*[]byte)
+	*buf = appendResult((*buf)[:0], res)
+	setJSONHeaders(w)
+	w.WriteHeader(http.StatusOK)
+	w.Write(*buf)
+	if cap(*buf) <= maxPooledBody {
+		respBufs.Put(buf)
+	}
 }
+
+var respBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // callErrorCode maps an error of Engine.Call to an HTTP status.
 func (h *Handler) callErrorCode(ctx context.Context, err error) int {
@@ -220,20 +208,6 @@ func putBodyBuf(b *bytes.Buffer) {
 	}
 }
 
-// outputJSON returns a backend's output as a JSON value: itself when it is
-// a valid JSON document (compacted, so the response stays one line), else
-// the output as a JSON string.
-func outputJSON(out string) json.RawMessage {
-	if json.Valid([]byte(out)) && utf8.ValidString(out) {
-		var b bytes.Buffer
-		if json.Compact(&b, []byte(out)) == nil {
-			return b.Bytes()
-		}
-	}
-	b, _ := marshalNoEscape(out) // a string always marshals
-	return b
-}
-
 // marshalNoEscape is json.Marshal without HTML escaping: outputs are data
 // for an agent, not HTML, and "<" should stay readable.
 func marshalNoEscape(v any) ([]byte, error) {
@@ -253,11 +227,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		code = http.StatusInternalServerError
 		b = []byte(`{"error":"encoding the response failed"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	setJSONHeaders(w)
 	w.WriteHeader(code)
 	w.Write(append(b, '\n'))
 }
+
+func setJSONHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	// Direct map writes: the keys are already canonical, and Set would
+	// canonicalise them again on every call.
+	h["Content-Type"] = jsonContentType
+	h["X-Content-Type-Options"] = nosniff
+}
+
+var (
+	jsonContentType = []string{"application/json"}
+	nosniff         = []string{"nosniff"}
+)
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, errorResponse{Error: msg})

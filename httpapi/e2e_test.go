@@ -1,0 +1,215 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ahead-dev/ahead/backend/remote"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/httpapi"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// toolServer is a real HTTP tool server on loopback: POST /tools/{tool}
+// with the arguments as the body. search returns JSON results, fetch a text
+// page. It counts executions per call.
+type toolServer struct {
+	*httptest.Server
+	mu   sync.Mutex // protects runs
+	runs map[string]int
+}
+
+func newToolServer(t testing.TB) *toolServer {
+	ts := &toolServer{runs: make(map[string]int)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /tools/{tool}", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		tool := r.PathValue("tool")
+		ts.mu.Lock()
+		ts.runs[tool+string(body)]++
+		ts.mu.Unlock()
+		var args map[string]string
+		json.Unmarshal(body, &args)
+		switch tool {
+		case "search":
+			fmt.Fprintf(w, `{"results": [{"url": "https://%s.example/1"}, {"url": "https://%s.example/2"}]}`, args["q"], args["q"])
+		case "fetch":
+			fmt.Fprintf(w, "<html>page at %s</html>", args["url"])
+		case "echo":
+			w.Write(body)
+		default:
+			http.Error(w, "no such tool", http.StatusNotFound)
+		}
+	})
+	ts.Server = httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func (ts *toolServer) count(call string) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.runs[call]
+}
+
+// searchThenFetch predicts, after a search, a fetch of its first result.
+var searchThenFetch = predict.Func(func(ev trace.Event) []predict.Prediction {
+	if ev.Tool != "search" || ev.Status != trace.StatusOK {
+		return nil
+	}
+	var out struct {
+		Results []struct {
+			URL string `json:"url"`
+		} `json:"results"`
+	}
+	if json.Unmarshal([]byte(ev.Output), &out) != nil || len(out.Results) == 0 {
+		return nil
+	}
+	args, _ := json.Marshal(map[string]string{"url": out.Results[0].URL})
+	return []predict.Prediction{{Tool: "fetch", Args: args, P: 0.9}}
+})
+
+type callAnswer struct {
+	Tool    string          `json:"tool"`
+	Status  string          `json:"status"`
+	Output  json.RawMessage `json:"output"`
+	Source  string          `json:"source"`
+	SavedMS float64         `json:"saved_ms"`
+	Error   string          `json:"error"`
+}
+
+func post(t *testing.T, c *http.Client, url, body string) (int, callAnswer) {
+	t.Helper()
+	resp, err := c.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a callAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return resp.StatusCode, a
+}
+
+func get(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// waitFor polls cond, for conditions only a real network can bring about
+// (synctest cannot run real sockets); it fails the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestEndToEnd runs the whole path on loopback: an agent's HTTP calls
+// through the API, the engine with a predictor and a policy, the HTTP
+// backend, a real tool server. A predicted fetch runs speculatively and is
+// reused by the agent's fetch, in its session only.
+func TestEndToEnd(t *testing.T) {
+	tools := newToolServer(t)
+	rb, err := remote.New(tools.URL+"/tools/{tool}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	reg := prometheus.NewRegistry()
+	eng := engine.New(engine.Options{
+		Backends: map[string]engine.Backend{"web": {Backend: rb}},
+		Policy: &policy.Policy{Tools: map[string]policy.Tool{
+			"search": {Allow: true},
+			"fetch":  {Allow: true, Reads: "url"},
+		}},
+		Predictor:  searchThenFetch,
+		Registerer: reg,
+	})
+	defer eng.Close()
+	api := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Gatherer: reg, Logger: quiet}))
+	defer api.Close()
+	c := api.Client()
+
+	code, a := post(t, c, api.URL+"/v1/sessions/agent-1/calls", `{"tool": "search", "args": {"q": "go"}}`)
+	if code != 200 || a.Source != "executed" || a.Status != "ok" {
+		t.Fatalf("search: %d %+v", code, a)
+	}
+	if got, want := string(a.Output), `{"results":[{"url":"https://go.example/1"},{"url":"https://go.example/2"}]}`; got != want {
+		t.Errorf("search output = %s, want %s", got, want)
+	}
+	// The speculative fetch holds its result once it is done (its bytes
+	// are counted then).
+	waitFor(t, "the speculative fetch to complete", func() bool {
+		var st struct{ Bytes int64 }
+		json.Unmarshal([]byte(get(t, c, api.URL+"/v1/stats")), &st)
+		return st.Bytes > 0
+	})
+	fetch := `{"tool": "fetch", "args": {"url": "https://go.example/1"}}`
+	code, a = post(t, c, api.URL+"/v1/sessions/agent-1/calls", fetch)
+	if code != 200 || a.Source != "reused" || a.SavedMS <= 0 {
+		t.Fatalf("fetch: %d %+v, want reused with time saved", code, a)
+	}
+	if got, want := string(a.Output), `"<html>page at https://go.example/1</html>"`; got != want {
+		t.Errorf("fetch output = %s, want the page as a JSON string %s", got, want)
+	}
+	if n := tools.count(`fetch{"url":"https://go.example/1"}`); n != 1 {
+		t.Errorf("the tool server ran the fetch %d times, want 1 (speculatively)", n)
+	}
+
+	// Another session never sees agent-1's speculative result.
+	code, a = post(t, c, api.URL+"/v1/sessions/agent-2/calls", fetch)
+	if code != 200 || a.Source != "executed" {
+		t.Errorf("fetch in another session: %d %+v, want executed", code, a)
+	}
+	// A tool the server does not have is the tool's own failure (the
+	// backend's 404 is an error result), not the API's 404.
+	code, a = post(t, c, api.URL+"/v1/sessions/agent-1/calls", `{"tool": "nope"}`)
+	if code != 200 || a.Status != "error" || !strings.Contains(string(a.Output), "404") {
+		t.Errorf("tool failing on the server: %d %+v, want 200 with status error", code, a)
+	}
+
+	metrics := get(t, c, api.URL+"/metrics")
+	for _, want := range []string{
+		`ahead_calls_total{source="reused",tool="fetch"} 1`,
+		`ahead_calls_total{source="executed",tool="fetch"} 1`,
+		`ahead_calls_total{source="executed",tool="search"} 1`,
+		`ahead_speculative_outcomes_total{outcome="reused",tool="fetch"} 1`,
+		`ahead_speculative_started_total{tool="fetch"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if testing.Verbose() {
+		var b bytes.Buffer
+		json.Indent(&b, []byte(get(t, c, api.URL+"/v1/stats")), "", "  ")
+		t.Logf("stats: %s", b.String())
+	}
+}
