@@ -128,7 +128,9 @@ func walkJSON(x evIndex, part string, data []byte) {
 
 // addNorms indexes normalised forms of a string.
 func addNorms(x evIndex, s string, l loc) {
-	for _, norm := range []string{NormLower, NormUpper, NormClean, NormBase, NormDir} {
+	// Upper-casing is left out: it is rare, and indexing it for every
+	// token of every output would cost more than it finds.
+	for _, norm := range []string{NormLower, NormClean, NormBase, NormDir} {
 		if (norm == NormClean || norm == NormBase || norm == NormDir) && !strings.Contains(s, "/") {
 			continue
 		}

@@ -371,7 +371,19 @@ func (m *miner) exactPatterns(c minedContext, ctx []Signature, tool string, hit 
 		}
 		out = append(out, pt)
 	}
-	slices.SortStableFunc(out, func(a, b Pattern) int { return b.Hits[0] - a.Hits[0] })
+	slices.SortStableFunc(out, func(a, b Pattern) int {
+		if a.Hits[0] != b.Hits[0] {
+			return b.Hits[0] - a.Hits[0]
+		}
+		return patternComplexity(&a) - patternComplexity(&b)
+	})
+	// Alternatives the traces cannot tell apart (the same counts: reading
+	// the context's latest event or "the most recent event of its
+	// signature", which is the same event) are one: keep the simplest.
+	out = slices.CompactFunc(out, func(a, b Pattern) bool {
+		return a.Support == b.Support && a.ToolHits == b.ToolHits && a.ElseSupport == b.ElseSupport &&
+			a.ElseHits == b.ElseHits && slices.Equal(a.Hits, b.Hits)
+	})
 	if len(out) > o.Alternatives {
 		out = out[:o.Alternatives]
 	}
@@ -495,11 +507,10 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 				refs = append(refs, Ref{Sig: &s})
 			}
 			for _, r := range refs {
-				ac := candFromRaw(rc, r)
-				key := mappingKey(Pattern{List: ac.list, Args: []Mapping{ac.m}})
+				key := rawKey(rc, r)
 				f, ok := found[key]
 				if !ok {
-					f = &counted{ac: ac, last: -1}
+					f = &counted{ac: candFromRaw(rc, r), last: -1}
 					found[key] = f
 					order = append(order, key)
 				}
@@ -559,6 +570,43 @@ func complexity(ac *argCand) int {
 	}
 	if ac.m.From != nil && ac.m.From.Sig != nil {
 		n++
+	}
+	return n
+}
+
+// rawKey identifies the mapping a raw candidate gives with event r.
+func rawKey(rc *rawCand, r Ref) string {
+	var b strings.Builder
+	if r.Sig != nil {
+		b.WriteString(r.Sig.String())
+	} else {
+		b.WriteString(strconv.Itoa(r.Ctx))
+	}
+	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix} {
+		b.WriteByte(0)
+		b.WriteString(f)
+	}
+	if rc.sel != nil {
+		b.WriteByte(0)
+		b.WriteString(strconv.Itoa(rc.sel.Line))
+		if rc.sel.Token != nil {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(*rc.sel.Token))
+		}
+	}
+	return b.String()
+}
+
+func patternComplexity(pt *Pattern) int {
+	n := 0
+	if pt.List != nil {
+		n += 2
+		if pt.List.From.Sig != nil {
+			n++
+		}
+	}
+	for i := range pt.Args {
+		n += complexity(&argCand{m: pt.Args[i]})
 	}
 	return n
 }
