@@ -3,9 +3,306 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ahead-dev/ahead/backend"
+	cmdbackend "github.com/ahead-dev/ahead/backend/command"
+	"github.com/ahead-dev/ahead/backend/remote"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/httpapi"
+	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/trace"
 )
 
-// runServe is being written (see its issue).
+const serveDescription = `Serve the HTTP tool API in front of the configured backends: agents POST
+their tool calls to /v1/sessions/{session}/calls, ahead executes them (or
+hands over a result it computed speculatively), records them, and runs the
+predicted next calls the policy allows. Also serves /metrics, /healthz and
+/v1/stats, and MCP over streamable HTTP at /mcp when the config has
+mcpServers.
+
+On SIGINT or SIGTERM it stops accepting connections, lets the calls in
+flight finish (up to shutdown_grace), cancels speculative work, flushes the
+traces and exits 0.`
+
 func runServe(ctx context.Context, e *env, args []string) error {
-	return errors.New("not implemented yet")
+	fs := newFlagSet(e, "serve", "serve --config ahead.yaml [--listen ADDR]", serveDescription)
+	configPath := fs.String("config", "", "the configuration `file` (required)")
+	listen := fs.String("listen", "", "listen on `HOST:PORT` instead of the config's listen (port 0 picks a free port)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected arguments %q", fs.Args())
+	}
+	if *configPath == "" {
+		return usageErr("--config is required")
+	}
+	if *listen != "" {
+		if _, _, err := net.SplitHostPort(*listen); err != nil {
+			return usageErr("--listen: want HOST:PORT, got %q", *listen)
+		}
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
+	return serve(ctx, cfg, logger, e.stderr)
+}
+
+// serve runs ahead's server for cfg until ctx is done, then shuts down
+// gracefully. Its log announces the address it listens on; stderr receives
+// the stderr of MCP upstream processes.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writer) (err error) {
+	// Listen first: a port in use should fail before upstreams start.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	st, err := openStack(ctx, cfg, logger, stderr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() { err = errors.Join(err, st.close()) }()
+
+	mux := http.NewServeMux()
+	mux.Handle("/", httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger}))
+	if st.mcp != nil {
+		mountMCP(mux, st.mcp, st.eng)
+	}
+	srv := &http.Server{
+		Handler: mux,
+		// Headers must arrive promptly; bodies and answers may take as
+		// long as the tools do, so there is no read or write timeout.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }() // owned: joined below on every path
+	logger.Info("ahead serve: listening", "addr", "http://"+ln.Addr().String(),
+		"backends", len(st.backends), "patterns", st.patternCount(), "traces", tracesDir(cfg))
+
+	select {
+	case err := <-served:
+		// The listener failed; nothing more will be accepted.
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("ahead serve: shutting down", "grace", cfg.ShutdownGrace)
+	// Shutdown closes the listener at once and waits for the calls in
+	// flight; their contexts stay live, so they finish normally.
+	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(grace); err != nil {
+		// Calls still running after the grace period are cut off (their
+		// contexts are cancelled, which cancels their tool calls).
+		srv.Close()
+		<-served
+		return fmt.Errorf("shutdown: calls still in flight after %v were cancelled", cfg.ShutdownGrace)
+	}
+	<-served // http.ErrServerClosed
+	logger.Info("ahead serve: stopped")
+	return nil
+}
+
+// stack is everything serve runs besides the HTTP server.
+type stack struct {
+	eng       *engine.Engine
+	reg       *prometheus.Registry
+	backends  map[string]engine.Backend
+	remotes   []*remote.Backend
+	recorder  *trace.Writer
+	predictor *patternPredictor
+	mcp       *mcpproxy.Proxy // nil without mcpServers
+}
+
+// openStack builds the engine and what it needs from cfg. On error,
+// whatever was started is stopped.
+func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writer) (_ *stack, err error) {
+	st := &stack{reg: prometheus.NewRegistry(), backends: make(map[string]engine.Backend)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, st.close())
+		}
+	}()
+	st.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	routes := make(map[string]string) // tool → backend name
+	fallback := ""                    // the backend without a tools list
+	for _, bc := range cfg.Backends {
+		b, err := st.newBackend(cfg, bc)
+		if err != nil {
+			return nil, err
+		}
+		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits}
+		for _, t := range bc.Tools {
+			routes[t] = bc.Name
+		}
+		if bc.Tools == nil {
+			fallback = bc.Name
+		}
+	}
+	if cfg.Traces != nil {
+		st.recorder, err = trace.NewWriter(cfg.Traces.Dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes})
+		if err != nil {
+			return nil, fmt.Errorf("traces: %w", err)
+		}
+	}
+	if cfg.Patterns != nil {
+		if st.predictor, err = loadPredictor(cfg.Patterns, logger); err != nil {
+			return nil, err
+		}
+	}
+	pol := cfg.Policy
+	var mcpRoute func(string) (string, bool)
+	if cfg.MCPServers != nil {
+		// The MCP front (serve_mcp.go) starts the trusted upstreams here
+		// to read their annotations into the policy.
+		ups, err := parseMCPServers(cfg.MCPServers, cfg.file)
+		if err != nil {
+			return nil, err
+		}
+		if st.mcp, pol, err = newMCPFront(ctx, ups, pol, cfg.TrustAnnotations, logger, stderr); err != nil {
+			return nil, fmt.Errorf("%s: %w", mcpServersKey, err)
+		}
+		maps.Copy(st.backends, st.mcp.Backends())
+		mcpRoute = st.mcp.Route
+	}
+
+	opts := engine.Options{
+		Backends: st.backends,
+		// One router for every kind of backend, so that the
+		// configuration's lists win, MCP upstreams come next and the
+		// catch-all backend last, whatever the map order.
+		Route: func(tool string) (string, bool) {
+			if b, ok := routes[tool]; ok {
+				return b, true
+			}
+			if mcpRoute != nil {
+				if b, ok := mcpRoute(tool); ok {
+					return b, true
+				}
+			}
+			return fallback, fallback != ""
+		},
+		Policy:            pol,
+		Registerer:        st.reg,
+		Logger:            logger,
+		SpecBudget:        cfg.Engine.SpecBudget,
+		MinProbability:    cfg.Engine.MinProbability,
+		DefaultTTL:        cfg.Engine.TTL,
+		IdleTimeout:       cfg.Engine.IdleTimeout,
+		DefaultDuration:   cfg.Engine.DefaultDuration,
+		DefaultThink:      cfg.Engine.DefaultThink,
+		StartDeadline:     cfg.Engine.StartDeadline,
+		MaxSessionEntries: cfg.Engine.MaxSessionEntries,
+		MaxSessionBytes:   cfg.Engine.MaxSessionBytes,
+		MaxEntries:        cfg.Engine.MaxEntries,
+		MaxBytes:          cfg.Engine.MaxBytes,
+		SweepInterval:     cfg.Engine.SweepInterval,
+	}
+	// Interface fields stay nil (not a typed nil) when unset.
+	if st.predictor != nil {
+		opts.Predictor = st.predictor
+	}
+	if st.recorder != nil {
+		opts.Recorder = st.recorder
+	}
+	st.eng = engine.New(opts)
+	return st, nil
+}
+
+// newBackend builds one configured backend.
+func (st *stack) newBackend(cfg *config, bc backendConfig) (backend.Backend, error) {
+	switch {
+	case bc.HTTP != nil:
+		h := bc.HTTP
+		opts := &remote.Options{Timeout: h.Timeout, MaxResponseBytes: h.MaxResponseBytes}
+		if len(h.Headers) > 0 {
+			opts.Header = make(http.Header, len(h.Headers))
+			for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
+				opts.Header.Set(k, h.Headers[k])
+			}
+		}
+		b, err := remote.New(h.URL, opts)
+		if err != nil {
+			return nil, cfg.errorAt(h.urlPos, "%v", err)
+		}
+		st.remotes = append(st.remotes, b)
+		return b, nil
+	case bc.Exec != nil:
+		return newExecBackend(cfg, bc.Exec)
+	}
+	return nil, cfg.errorAt(bc.pos, "want exactly one of http or exec")
+}
+
+// close stops the stack in dependency order: the engine first (cancelling
+// speculative work and writing its records), then what it used. Call it
+// after the HTTP server has stopped.
+func (st *stack) close() error {
+	var errs []error
+	if st.eng != nil {
+		st.eng.Close()
+	}
+	if st.mcp != nil {
+		errs = append(errs, st.mcp.Close())
+	}
+	if st.predictor != nil {
+		errs = append(errs, st.predictor.close())
+	}
+	if st.recorder != nil {
+		errs = append(errs, st.recorder.Close())
+	}
+	for _, r := range st.remotes {
+		r.Close()
+	}
+	return errors.Join(errs...)
+}
+
+func (st *stack) patternCount() int {
+	if st.predictor == nil {
+		return 0
+	}
+	return st.predictor.patterns
+}
+
+func tracesDir(cfg *config) string {
+	if cfg.Traces == nil {
+		return "off"
+	}
+	return cfg.Traces.Dir
+}
+
+// newExecBackend builds a local-command backend. The configuration's env
+// is added to ahead's own environment, as for MCP upstreams.
+func newExecBackend(cfg *config, x *execBackendConfig) (backend.Backend, error) {
+	opts := &cmdbackend.Options{Timeout: x.Timeout, MaxOutputBytes: x.MaxOutputBytes, Dir: x.Dir}
+	if len(x.Env) > 0 {
+		opts.Env = os.Environ()
+		for _, k := range slices.Sorted(maps.Keys(x.Env)) {
+			opts.Env = append(opts.Env, k+"="+x.Env[k])
+		}
+	}
+	b, err := cmdbackend.New(x.Command, opts)
+	if err != nil {
+		return nil, cfg.errorAt(x.commandPos, "%v", err)
+	}
+	return b, nil
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
+)
+
+// patternPredictor is the online predictor serving a pattern pool, with
+// the goroutine that checkpoints what it learns.
+type patternPredictor struct {
+	*predict.Online
+	patterns int
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	err      error // of the final checkpoint, set before wg is done
+}
+
+var _ engine.Predictor = (*patternPredictor)(nil)
+
+// loadPredictor loads the pool named by the configuration's patterns
+// field (a file written by ahead mine) and starts the online predictor.
+// With learning on, the counts learnt from live traffic are checkpointed
+// atomically every pc.CheckpointEvery and once more by close.
+func loadPredictor(pc *patternsConfig, logger *slog.Logger) (*patternPredictor, error) {
+	pool, err := pattern.Load(pc.Pool)
+	if err != nil {
+		return nil, fmt.Errorf("patterns: %w", err)
+	}
+	o, err := predict.NewOnline(pool, &predict.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions})
+	if err != nil {
+		return nil, fmt.Errorf("patterns: %s: %w", pc.Pool, err)
+	}
+	p := &patternPredictor{Online: o, patterns: len(pool.Patterns), stop: func() {}}
+	if pc.Learn {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stop = cancel
+		p.wg.Go(func() {
+			p.err = o.CheckpointEvery(ctx, pc.Checkpoint, pc.CheckpointEvery)
+			if p.err != nil {
+				logger.Error("checkpointing patterns", "file", pc.Checkpoint, "err", p.err)
+			}
+		})
+	}
+	return p, nil
+}
+
+// close stops checkpointing after a final checkpoint, and returns its
+// error. Call it after the engine is closed, so nothing is learnt later.
+func (p *patternPredictor) close() error {
+	p.stop()
+	p.wg.Wait()
+	if p.err != nil {
+		return fmt.Errorf("patterns: final checkpoint: %w", p.err)
+	}
+	return nil
+}

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// toolServer is a real HTTP tool server on loopback. search returns JSON
+// results, fetch a page; slow announces itself on arrived and answers when
+// release is closed.
+type toolServer struct {
+	*httptest.Server
+	arrived chan struct{}
+	release chan struct{}
+	mu      sync.Mutex // protects runs
+	runs    map[string]int
+}
+
+func newToolServer(t *testing.T) *toolServer {
+	ts := &toolServer{arrived: make(chan struct{}, 1), release: make(chan struct{}), runs: make(map[string]int)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /tools/{tool}", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		tool := r.PathValue("tool")
+		ts.mu.Lock()
+		ts.runs[tool+string(body)]++
+		ts.mu.Unlock()
+		var args map[string]string
+		json.Unmarshal(body, &args)
+		switch tool {
+		case "search":
+			fmt.Fprintf(w, `{"results": [{"url": "https://%s.example/1"}, {"url": "https://%s.example/2"}]}`, args["q"], args["q"])
+		case "fetch":
+			fmt.Fprintf(w, "page at %s", args["url"])
+		case "slow":
+			ts.arrived <- struct{}{}
+			<-ts.release
+			fmt.Fprint(w, "done slowly")
+		default:
+			http.Error(w, "no such tool", http.StatusNotFound)
+		}
+	})
+	ts.Server = httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func (ts *toolServer) count(call string) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.runs[call]
+}
+
+// minePool writes a pattern pool mined from sessions in which every
+// search is followed by a fetch of its first result.
+func minePool(t *testing.T, path string) {
+	var sessions []trace.Session
+	for i := range 8 {
+		q := fmt.Sprintf("topic%d", i)
+		sessions = append(sessions, trace.Session{ID: q, Events: []trace.Event{
+			{Session: q, Seq: 0, Tool: "search", Args: json.RawMessage(`{"q":"` + q + `"}`), Status: trace.StatusOK,
+				Output: `{"results": [{"url": "https://` + q + `.example/1"}, {"url": "https://` + q + `.example/2"}]}`},
+			{Session: q, Seq: 1, Tool: "fetch", Args: json.RawMessage(`{"url":"https://` + q + `.example/1"}`), Status: trace.StatusOK,
+				Output: "page"},
+		}})
+	}
+	pool, err := pattern.Mine(sessions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Save(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// server is `ahead serve` running through run, as main runs it.
+type server struct {
+	url    string
+	cancel context.CancelFunc // SIGTERM
+	code   chan int           // run's exit code
+	mu     sync.Mutex         // protects log
+	log    bytes.Buffer
+}
+
+var listening = regexp.MustCompile(`msg="ahead serve: listening" addr=(http://[0-9.:]+)`)
+
+func startAheadServe(t *testing.T, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	s := &server{cancel: cancel, code: make(chan int, 1)}
+	go func() { // owned: ends when run returns and the pipe closes
+		code := run(ctx, &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: pw}, append([]string{"serve"}, args...))
+		pw.Close()
+		s.code <- code
+	}()
+	addr := make(chan string, 1)
+	go func() { // owned: reads the log until the pipe closes
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.log.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		close(addr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-s.code
+	})
+	u, ok := <-addr
+	if !ok {
+		code := <-s.code
+		s.code <- code
+		t.Fatalf("ahead serve exited with %d before listening:\n%s", code, s.logText())
+	}
+	s.url = u
+	return s
+}
+
+func (s *server) logText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+type answer struct {
+	Code    int
+	Tool    string          `json:"tool"`
+	Status  string          `json:"status"`
+	Output  json.RawMessage `json:"output"`
+	Source  string          `json:"source"`
+	SavedMS float64         `json:"saved_ms"`
+	Error   string          `json:"error"`
+}
+
+func call(t *testing.T, url, session, body string) answer {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/sessions/"+session+"/calls", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatalf("POST %s: answer is not JSON: %v", body, err)
+	}
+	a.Code = resp.StatusCode
+	return a
+}
+
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// waitFor polls cond, for conditions only real sockets and processes can
+// bring about (synctest cannot run them); it fails the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestServeEndToEnd runs `ahead serve` as a user would, through run, with a
+// configuration in the shape of issue 2 §8 in front of a real HTTP tool
+// server and a local command, a mined pattern pool and a trace directory.
+func TestServeEndToEnd(t *testing.T) {
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tool.sh"), []byte("#!/bin/sh\nprintf '{\"tool\": \"%s\", \"args\": %s}' \"$1\" \"$(cat)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	minePool(t, filepath.Join(dir, "pool.json"))
+	config := `
+listen: 127.0.0.1:7777          # overridden by --listen
+patterns: ./pool.json
+traces: ./traces
+max_body: 1KiB
+shutdown_grace: 20s
+backends:
+  web:
+    http: {url: "` + tools.URL + `/tools/{tool}", timeout: 10s, headers: {X-Ahead: test}}
+    tools: [search, fetch, slow, missing]
+    slots: 8
+  local:
+    exec: {command: ["./tool.sh", "{tool}"], timeout: 30s}
+    tools: [shell]
+speculation_policy:
+  default: {allow: false}
+  tools:
+    search: {allow: true}
+    fetch: {allow: true, reads: url}
+engine: {spec_budget: 4, ttl: 60s, idle_timeout: 10m}
+`
+	cfgPath := filepath.Join(dir, "ahead.yaml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startAheadServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0")
+
+	// Executed, then the predicted fetch is reused.
+	a := call(t, s.url, "agent", `{"tool": "search", "args": {"q": "rust"}}`)
+	if a.Code != 200 || a.Source != "executed" || !strings.Contains(string(a.Output), `"url":"https://rust.example/1"`) {
+		t.Fatalf("search: %+v", a)
+	}
+	waitFor(t, "the speculative fetch to complete", func() bool {
+		var st struct{ Bytes int64 }
+		json.Unmarshal([]byte(getText(t, s.url+"/v1/stats")), &st)
+		return st.Bytes > 0
+	})
+	a = call(t, s.url, "agent", `{"tool": "fetch", "args": {"url": "https://rust.example/1"}}`)
+	if a.Code != 200 || a.Source != "reused" || string(a.Output) != `"page at https://rust.example/1"` {
+		t.Errorf("fetch: %+v, want reused", a)
+	}
+	if n := tools.count(`fetch{"url":"https://rust.example/1"}`); n != 1 {
+		t.Errorf("fetch ran %d times on the tool server, want 1", n)
+	}
+	// The exec backend, with its command relative to the configuration.
+	a = call(t, s.url, "agent", `{"tool": "shell", "args": {"cmd": "ls"}}`)
+	if a.Code != 200 || a.Status != "ok" || string(a.Output) != `{"tool":"shell","args":{"cmd":"ls"}}` {
+		t.Errorf("shell: %+v", a)
+	}
+	// The backend's 404 is the tool's own failure: a result.
+	if a := call(t, s.url, "agent", `{"tool": "missing"}`); a.Code != 200 || a.Status != "error" {
+		t.Errorf("missing on the tool server: %+v, want 200 with status error", a)
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+		msg  string
+	}{
+		{`{"tool": "search", "args": [1]}`, 400, `bad request: "args" must be a JSON object, got an array`},
+		{`{"tool": "search", "args": {"q": 1, "q": 2}}`, 400, `duplicate key "q"`},
+		{`{"tool": "nope"}`, 404, `unknown tool "nope"`},
+		{`{"tool": "search", "args": {"q": "` + strings.Repeat("x", 1024) + `"}}`, 413, "request body is larger than the limit of 1 KiB"},
+	} {
+		if a := call(t, s.url, "agent", tc.body); a.Code != tc.code || !strings.Contains(a.Error, tc.msg) {
+			t.Errorf("POST %.40s: %d %q, want %d %q", tc.body, a.Code, a.Error, tc.code, tc.msg)
+		}
+	}
+	if got := getText(t, s.url+"/healthz"); strings.TrimSpace(got) != `{"status":"ok"}` {
+		t.Errorf("/healthz = %s", got)
+	}
+	metrics := getText(t, s.url+"/metrics")
+	for _, want := range []string{
+		`ahead_calls_total{source="reused",tool="fetch"} 1`,
+		`ahead_calls_total{source="executed",tool="search"} 1`,
+		`ahead_calls_total{source="executed",tool="shell"} 1`,
+		`ahead_speculative_outcomes_total{outcome="reused",tool="fetch"} 1`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// SIGTERM with a call in flight: the server stops accepting, the call
+	// finishes and is answered, and run exits 0.
+	slow := make(chan answer, 1)
+	go func() { slow <- call(t, s.url, "agent", `{"tool": "slow"}`) }()
+	<-tools.arrived
+	s.cancel()
+	host := strings.TrimPrefix(s.url, "http://")
+	waitFor(t, "the listener to close", func() bool {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
+	select {
+	case a := <-slow:
+		t.Fatalf("the slow call was answered before its tool finished: %+v", a)
+	case code := <-s.code:
+		t.Fatalf("run exited with %d while a call was in flight", code)
+	default:
+	}
+	close(tools.release)
+	if a := <-slow; a.Code != 200 || a.Source != "executed" || string(a.Output) != `"done slowly"` {
+		t.Errorf("call in flight at shutdown: %+v, want it answered in full", a)
+	}
+	code := <-s.code
+	s.code <- code // for the cleanup
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; log:\n%s", code, s.logText())
+	}
+
+	// The traces hold every authoritative call, the one that finished
+	// during shutdown included, and the speculative fetch.
+	files, err := trace.Files(filepath.Join(dir, "traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev, err := range trace.NewReader(nil).Events(files...) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := ev.Source
+		if ev.Speculative {
+			kind = "speculative " + ev.Outcome
+		}
+		got = append(got, ev.Tool+" "+kind)
+	}
+	want := []string{"search executed", "fetch speculative reused", "fetch reused", "shell executed", "missing executed", "slow executed"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("traces hold %q, want %q", got, want)
+	}
+	// The pool was checkpointed at shutdown and still loads.
+	if _, err := pattern.Load(filepath.Join(dir, "pool.json")); err != nil {
+		t.Errorf("pool after the final checkpoint: %v", err)
+	}
+}
+
+func TestServeErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("backends:\n  web:\n    http: {url: 'ftp://x/{tool}'}\n    slots: -1\n"), 0o644)
+	noPool := filepath.Join(dir, "nopool.yaml")
+	os.WriteFile(noPool, []byte("patterns: ./missing.json\nbackends:\n  web:\n    http: {url: 'http://127.0.0.1:9/{tool}'}\n"), 0o644)
+	badURL := filepath.Join(dir, "badurl.yaml")
+	os.WriteFile(badURL, []byte("backends:\n  web:\n    http: {url: 'ftp://x/{tool}'}\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"serve"}, 2, "--config is required"},
+		{[]string{"serve", "--config", bad, "extra"}, 2, `unexpected arguments ["extra"]`},
+		{[]string{"serve", "--config", bad, "--listen", "7777"}, 2, `--listen: want HOST:PORT, got "7777"`},
+		{[]string{"serve", "--config", filepath.Join(dir, "none.yaml")}, 1, "reading config: open"},
+		{[]string{"serve", "--config", bad}, 1, bad + ":4:12: backends.web.slots: must be at least 1, got -1"},
+		{[]string{"serve", "--config", badURL, "--listen", "127.0.0.1:0"}, 1, badURL + `:3:17: backends.web.http.url: remote: bad URL template "ftp://x/{tool}": want an http or https URL`},
+		{[]string{"serve", "--config", noPool, "--listen", "127.0.0.1:0"}, 1, "patterns: open " + filepath.Join(dir, "missing.json")},
+	} {
+		var stderr bytes.Buffer
+		code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, tc.args)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
+			t.Errorf("ahead %q: exit %d, stderr:\n%s\nwant exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.msg)
+		}
+	}
+}
+
+// TestServeListenerInUse checks that a taken port fails at once, before
+// anything starts.
+func TestServeListenerInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := filepath.Join(t.TempDir(), "a.yaml")
+	os.WriteFile(cfg, []byte("backends: {web: {http: {url: 'http://127.0.0.1:9/{tool}'}}}\n"), 0o644)
+	var stderr bytes.Buffer
+	code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, []string{"serve", "--config", cfg, "--listen", ln.Addr().String()})
+	if code != 1 || !strings.Contains(stderr.String(), "address already in use") {
+		t.Errorf("exit %d, stderr %s; want 1 and address already in use", code, stderr.String())
+	}
+}
