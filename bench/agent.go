@@ -186,6 +186,9 @@ type sessionResult struct {
 	// served.
 	stallBy map[engine.Source]time.Duration
 	calls   []callResult // by event index
+	// late holds how late the agent woke up after each think (trace
+	// time): the machine's scheduling delay, magnified by 1/scale.
+	late []time.Duration
 }
 
 // replay runs the session as an agent against eng. It does not end the
@@ -199,9 +202,11 @@ func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64) (
 		calls:   make([]callResult, len(a.s.Events)),
 	}
 	for _, st := range a.steps {
+		wake := time.Now().Add(scaled(st.think, scale))
 		if err := sleep(ctx, scaled(st.think, scale)); err != nil {
 			return nil, err
 		}
+		res.late = append(res.late, unscaled(time.Since(wake), scale))
 		res.think += st.think
 		a.issue(st)
 		t0 := time.Now()

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -281,7 +283,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	} else {
 		sem := make(chan struct{}, o.Concurrency)
 	loop:
-		for i := range order {
+		for _, i := range longestFirst(order, o.Latency) {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -309,6 +311,32 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	}
 	eng.Close()
 	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale)), nil
+}
+
+// longestFirst returns the indices of agents, longest expected session
+// first: a closed loop then ends about when its longest session does, not
+// a whole long session after the others (the figures do not depend on the
+// order, the run's duration does).
+func longestFirst(agents []*agent, lat replay.Latency) []int {
+	length := make([]time.Duration, len(agents))
+	for i, a := range agents {
+		for _, st := range a.steps {
+			length[i] += st.think
+			var slowest time.Duration
+			for j := st.start; j < st.end; j++ {
+				ev := a.s.Events[j]
+				c := replay.Call{Session: a.s.ID, Tool: ev.Tool, Key: a.keys[j], Index: j, Recorded: ev.DurationMS}
+				slowest = max(slowest, lat.Duration(c))
+			}
+			length[i] += slowest
+		}
+	}
+	idx := make([]int, len(agents))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(length[y], length[x]) })
+	return idx
 }
 
 // scalePolicy returns a copy of p whose TTLs are scaled like every other

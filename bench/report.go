@@ -103,6 +103,11 @@ type ModeResult struct {
 	Auth         Dist `json:"auth_latency"`
 	AuthExecuted Dist `json:"auth_latency_executed"`
 
+	// Lateness is how late agents woke up after thinking: the harness's
+	// own timing error, in trace time. Large values (against the tool
+	// latencies) mean the machine was too busy for the time scale.
+	Lateness Dist `json:"timer_lateness"`
+
 	Mismatches int        `json:"mismatches"`
 	Examples   []Mismatch `json:"mismatch_examples,omitempty"`
 	// CallErrors counts calls the engine could not serve at all.
@@ -142,8 +147,11 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 	if st.Calls > 0 {
 		r.SpecPerCall = float64(st.SpecStarted) / float64(st.Calls)
 	}
-	var all, exec []float64
+	var all, exec, late []float64
 	for i, sr := range rs {
+		for _, d := range sr.late {
+			late = append(late, ms(d))
+		}
 		r.SessionMS = append(r.SessionMS, ms(sr.think+sr.stall))
 		r.ThinkMS += ms(sr.think)
 		r.StallMS += ms(sr.stall)
@@ -178,6 +186,7 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 	r.E2E = newDist(r.SessionMS)
 	r.Auth = newDist(all)
 	r.AuthExecuted = newDist(exec)
+	r.Lateness = newDist(late)
 	return r
 }
 

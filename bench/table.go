@@ -44,6 +44,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// noiseWarning is the A/A stall noise above which the table warns that
+// the figures are not to be trusted.
+const noiseWarning = 0.02
+
 func secs(msv float64) string { return fmt.Sprintf("%.1fs", msv/1000) }
 
 func pct(v *float64) string {
@@ -118,6 +122,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.AANoise != nil {
 		fmt.Fprintf(&b, "A/A noise           %s session time, %s stall (serial twice)\n", pct(r.AANoise), pct(r.AAStallNoise))
+	}
+	late := 0.0
+	for _, m := range r.Modes {
+		late = max(late, m.Lateness.P99)
+	}
+	fmt.Fprintf(&b, "timing              agents woke up at most %.0fms late (p99, trace time)\n", late)
+	if r.AAStallNoise != nil && *r.AAStallNoise > noiseWarning {
+		fmt.Fprintf(&b, "WARNING             A/A stall noise above %.0f%%: the machine was too busy for time scale %g; rerun with a larger --time-scale\n", noiseWarning*100, c.TimeScale)
 	}
 	if r.AllWrongSlowdown != nil {
 		fmt.Fprintf(&b, "all-wrong control   %+.1f%% session time, stall ×%.3f vs serial\n", *r.AllWrongSlowdown*100, *r.AllWrongStallRatio)

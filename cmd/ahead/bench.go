@@ -3,9 +3,256 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend/replay"
+	"github.com/ahead-dev/ahead/bench"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
 )
 
-// runBench is being written (see its issue).
+const benchHelp = `Replay recorded sessions through the engine and measure what speculation
+gains, wastes and risks. Each session is replayed as an agent: it thinks for
+each step's recorded llm_ms, then issues the step's calls together through
+the engine, against a backend that answers with the recorded outputs after a
+modelled latency. Modes, all on the same sessions, latency draws and arrivals:
+
+  serial     no speculation (the baseline)
+  ahead      the pattern predictor (--patterns, or mined with --mine-from)
+  oracle     every step known exactly when its think window starts, unlimited
+             slots and budget, same policy: the ceiling
+  orion      pre-warming the likely next tools only (ORION-like; gains only
+             with --cold-start)
+  specfaas   the likely next tool with its previous arguments (SpecFaaS-like)
+  all_wrong  predictions that never match (must not be slower than serial)
+  aa         serial again (A/A: the noise floor)
+
+Every figure is in trace time, whatever --time-scale. Every authoritative
+result is compared with the recording (lossless, mismatches). Example, mined
+on some tau2 tasks and replayed on the others:
+
+  ahead bench --mine-from T.jsonl.gz --sessions T.sessions.jsonl --split-by task_id \
+    --holdout 0.5 --part test --policy policy.yaml \
+    --tool-latency lognormal:600ms:1500ms --time-scale 0.01 T.jsonl.gz`
+
+// benchFlags are bench's own flags (the trace selection flags are shared
+// with mine and eval).
+type benchFlags struct {
+	patterns     string
+	mineFrom     stringList
+	allowOverlap bool
+	policy       string
+	latency      string
+	timeScale    float64
+	thinkDefault time.Duration
+	concurrency  int
+	arrival      string
+	slots        int
+	specBudget   int
+	coldStart    time.Duration
+	modes        string
+	seed         uint64
+	asJSON       bool
+	plot         string
+}
+
 func runBench(ctx context.Context, e *env, args []string) error {
-	return errors.New("not implemented yet")
+	fs := newFlagSet(e, "bench", "bench [flags] TRACE...", benchHelp)
+	var tf traceFlags
+	tf.register(fs)
+	var f benchFlags
+	fs.StringVar(&f.patterns, "patterns", "", "pattern pool `file` for the ahead mode (from ahead mine)")
+	fs.Var(&f.mineFrom, "mine-from", "mine the ahead mode's patterns from these `traces` first (with a split: their other part); repeatable")
+	fs.BoolVar(&f.allowOverlap, "allow-overlap", false, "allow mining on the replayed sessions themselves (in-sample: flattering)")
+	fs.StringVar(&f.policy, "policy", "", "speculation policy YAML `file`; none: nothing is speculated")
+	fs.StringVar(&f.latency, "tool-latency", "trace", "tool latency `model`: trace, const:800ms, lognormal:MEDIAN:P90 or file:lat.yaml")
+	fs.Float64Var(&f.timeScale, "time-scale", 1, "multiply every wait by `f` (0.01 runs 100 times faster; figures stay in trace time)")
+	fs.DurationVar(&f.thinkDefault, "think-default", 1800*time.Millisecond, "think time of a step whose llm_ms is missing")
+	fs.IntVar(&f.concurrency, "concurrency", 8, "sessions at once (closed loop)")
+	fs.StringVar(&f.arrival, "arrival", "closed", "session arrivals: closed (see --concurrency), poisson:RATE or bursty:RATE:SIZE (sessions per second of trace time)")
+	fs.IntVar(&f.slots, "slots", 0, "calls the backend runs at once (0: unlimited; the oracle is always unlimited)")
+	fs.IntVar(&f.specBudget, "spec-budget", 0, "concurrent speculative executions (0: the engine's default, 8)")
+	fs.DurationVar(&f.coldStart, "cold-start", 0, "extra latency of a call to a tool unused for a minute (what pre-warming saves)")
+	fs.StringVar(&f.modes, "modes", "", "comma-separated modes to run (default: all)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the latency draws and arrivals")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object instead of tables")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG `file`: session-time CDF per mode and a stall breakdown")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageErr("no trace files given")
+	}
+	opts, err := f.options(tf)
+	if err != nil {
+		return err
+	}
+	sessions, _, err := tf.load(e, fs.Args())
+	if err != nil {
+		return err
+	}
+	if len(sessions) == 0 {
+		return errors.New("no sessions to replay (check the trace files and --part)")
+	}
+	if err := f.predictor(e, tf, sessions, opts); err != nil {
+		return err
+	}
+	if opts.Policy == nil {
+		fmt.Fprintln(e.stderr, "ahead bench: no --policy: nothing is speculated (every mode is serial)")
+	}
+	rep, err := runWithProgress(ctx, e, sessions, opts)
+	if err != nil {
+		return err
+	}
+	if f.plot != "" {
+		if err := writePlot(rep, f.plot); err != nil {
+			return err
+		}
+	}
+	if f.asJSON {
+		return rep.WriteJSON(e.stdout)
+	}
+	return rep.WriteTable(e.stdout)
+}
+
+// options turns the flags into bench options (all but the predictor).
+func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
+	if f.patterns != "" && len(f.mineFrom) > 0 {
+		return nil, usageErr("give --patterns or --mine-from, not both")
+	}
+	if f.timeScale <= 0 {
+		return nil, usageErr("--time-scale must be positive")
+	}
+	if f.concurrency < 1 {
+		return nil, usageErr("--concurrency must be at least 1")
+	}
+	if f.slots < 0 || f.specBudget < 0 || f.coldStart < 0 || f.thinkDefault < 0 {
+		return nil, usageErr("--slots, --spec-budget, --cold-start and --think-default cannot be negative")
+	}
+	lat, err := replay.ParseLatency(f.latency, f.seed)
+	if err != nil {
+		return nil, usageErr("--tool-latency: %v", err)
+	}
+	arr, err := bench.ParseArrival(f.arrival)
+	if err != nil {
+		return nil, usageErr("--arrival: %v", err)
+	}
+	o := &bench.Options{
+		Latency:      lat,
+		TimeScale:    f.timeScale,
+		ThinkDefault: f.thinkDefault,
+		Concurrency:  f.concurrency,
+		Arrival:      arr,
+		Slots:        f.slots,
+		SpecBudget:   f.specBudget,
+		ColdStart:    f.coldStart,
+		Seed:         f.seed,
+	}
+	if f.modes != "" {
+		for _, name := range strings.Split(f.modes, ",") {
+			m, err := bench.ParseMode(strings.TrimSpace(name))
+			if err != nil {
+				return nil, usageErr("--modes: %v", err)
+			}
+			o.Modes = append(o.Modes, m)
+		}
+	}
+	if f.policy != "" {
+		if o.Policy, err = policy.Load(f.policy); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// predictor sets the ahead mode's predictor (from --patterns or mined
+// from --mine-from) and the baselines' mining sessions, or drops the ahead
+// mode when it was not asked for explicitly and there are no patterns.
+func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, o *bench.Options) error {
+	var pool *pattern.Pool
+	switch {
+	case f.patterns != "":
+		p, err := pattern.Load(f.patterns)
+		if err != nil {
+			return err
+		}
+		pool = p
+	case len(f.mineFrom) > 0:
+		mt := tf
+		mt.part = map[string]string{"all": "all", "train": "test", "test": "train"}[tf.part]
+		mine, _, err := mt.load(e, f.mineFrom)
+		if err != nil {
+			return err
+		}
+		if !f.allowOverlap {
+			ids := make(map[string]bool, len(replayed))
+			for _, s := range replayed {
+				ids[s.ID] = true
+			}
+			n := 0
+			for _, s := range mine {
+				if ids[s.ID] {
+					n++
+				}
+			}
+			if n > 0 {
+				return usageErr("--mine-from includes %d of the replayed sessions: mining on them flatters ahead (split with --part, or --allow-overlap)", n)
+			}
+		}
+		if len(mine) == 0 {
+			return errors.New("--mine-from: no sessions to mine")
+		}
+		o.Mine = mine
+		t0 := time.Now()
+		p, err := pattern.Mine(mine, nil)
+		if err != nil {
+			return fmt.Errorf("mining: %w", err)
+		}
+		pool = p
+		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns from %d sessions in %.1fs\n", len(p.Patterns), len(mine), time.Since(t0).Seconds())
+	}
+	if pool == nil {
+		if o.Modes == nil {
+			for _, m := range bench.Modes {
+				if m != bench.Ahead {
+					o.Modes = append(o.Modes, m)
+				}
+			}
+			fmt.Fprintln(e.stderr, "ahead bench: no --patterns or --mine-from: the ahead mode is skipped")
+		}
+		return nil
+	}
+	o.Predictor = func() (bench.Predictor, error) {
+		return predict.NewOnline(pool, nil)
+	}
+	return nil
+}
+
+// runWithProgress runs the benchmark, showing its progress on a terminal.
+func runWithProgress(ctx context.Context, e *env, sessions []trace.Session, o *bench.Options) (*bench.Report, error) {
+	if e.isTerminal {
+		start := time.Now()
+		o.Progress = func(p bench.Progress) {
+			fmt.Fprintf(e.stderr, "\r\033[K%s (%d/%d): %d/%d sessions, %s", p.Mode, p.ModeIndex+1, p.Modes, p.Done, p.Total, time.Since(start).Round(time.Second))
+		}
+		defer fmt.Fprint(e.stderr, "\r\033[K")
+	}
+	return bench.Run(ctx, sessions, o)
+}
+
+func writePlot(rep *bench.Report, name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := rep.WritePlot(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
