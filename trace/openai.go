@@ -137,7 +137,12 @@ func splitConversations(name string, data []byte) ([]conversation, error) {
 		return nil
 	}
 	for {
+		// The offset where the next value starts (InputOffset is just
+		// after the previous one, before the newline that ends its line).
 		off := dec.InputOffset()
+		for off < int64(len(data)) && (data[off] == ' ' || data[off] == '\t' || data[off] == '\n' || data[off] == '\r') {
+			off++
+		}
 		var v json.RawMessage
 		err := dec.Decode(&v)
 		if err == io.EOF {

@@ -1,0 +1,276 @@
+package trace
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func gz(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(s))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func readAll(t *testing.T, r *Reader, paths ...string) ([]Event, error) {
+	t.Helper()
+	var out []Event
+	for ev, err := range r.Events(paths...) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+const (
+	line0 = `{"session":"s","seq":0,"step":1,"tool":"get","args":{"id":1},"status":"ok","output":"{\"a\": [1, 2]}","llm_ms":12.5,"extra":{"ignored":true}}`
+	line1 = `{"session":"s","seq":1,"step":2,"tool":"put","args":null,"status":"error","output":null}`
+)
+
+func TestReadEvents(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "a.jsonl", line0+"\n\n"+line1+"\n")
+	got, err := readAll(t, NewReader(nil), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm := 12.5
+	want := []Event{
+		{Session: "s", Seq: 0, Step: 1, Tool: "get", Args: json.RawMessage(`{"id":1}`), Status: StatusOK, Output: `{"a": [1, 2]}`, LLMMS: &llm},
+		{Session: "s", Seq: 1, Step: 2, Tool: "put", Status: StatusError},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestReadOutputNotAString(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "a.jsonl", `{"session":"s","seq":0,"tool":"t","status":"ok","output":{"x": 1}}`+"\n")
+	got, err := readAll(t, NewReader(nil), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Output != `{"x": 1}` {
+		t.Errorf("output = %q, want the JSON text kept", got[0].Output)
+	}
+}
+
+func TestReadMalformed(t *testing.T) {
+	tests := []struct {
+		name, line, field string
+	}{
+		{"not json", `{"session":`, ""},
+		{"no session", `{"seq":0,"tool":"t","status":"ok"}`, "session"},
+		{"no seq", `{"session":"s","tool":"t","status":"ok"}`, "seq"},
+		{"negative seq", `{"session":"s","seq":-1,"tool":"t","status":"ok"}`, "seq"},
+		{"seq not int", `{"session":"s","seq":"x","tool":"t","status":"ok"}`, "seq"},
+		{"no tool", `{"session":"s","seq":0,"status":"ok"}`, "tool"},
+		{"bad status", `{"session":"s","seq":0,"tool":"t","status":"done"}`, "status"},
+		{"no status", `{"session":"s","seq":0,"tool":"t"}`, "status"},
+		{"args array", `{"session":"s","seq":0,"tool":"t","status":"ok","args":[1]}`, "args"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeFile(t, dir, "a.jsonl", line0+"\n"+tt.line+"\n"+line1+"\n")
+			got, err := readAll(t, NewReader(nil), p)
+			le, ok := errors.AsType[*LineError](err)
+			if !ok {
+				t.Fatalf("error = %v, want a *LineError", err)
+			}
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("error %v does not wrap ErrMalformed", err)
+			}
+			if le.File != p || le.Line != 2 || le.Field != tt.field {
+				t.Errorf("error at %s:%d field %q, want %s:2 field %q", le.File, le.Line, le.Field, p, tt.field)
+			}
+			if !strings.HasPrefix(err.Error(), p+":2: ") {
+				t.Errorf("message %q does not start with file:line", err)
+			}
+			if len(got) != 1 {
+				t.Errorf("got %d events before the error, want 1", len(got))
+			}
+
+			r := NewReader(&ReadOptions{SkipBad: true})
+			got, err = readAll(t, r, p)
+			if err != nil {
+				t.Fatalf("with SkipBad: %v", err)
+			}
+			if len(got) != 2 || r.Stats().Bad != 1 {
+				t.Errorf("with SkipBad: %d events, %d bad; want 2 and 1", len(got), r.Stats().Bad)
+			}
+		})
+	}
+}
+
+func TestReadTornLastLine(t *testing.T) {
+	full := line0 + "\n" + line1 + "\n"
+	torn := line0 + "\n" + line1[:30]
+	tests := []struct {
+		name    string
+		content string
+		events  int
+		torn    int
+	}{
+		{"plain torn", torn, 1, 1},
+		{"complete without newline", line0 + "\n" + line1, 2, 0},
+		{"gzip torn line", gz(t, torn), 1, 1},
+		{"gzip cut short", gz(t, full)[:len(gz(t, full))-12], 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := writeFile(t, dir, "a.jsonl.gz", tt.content)
+			r := NewReader(nil)
+			got, err := readAll(t, r, p)
+			if err != nil {
+				t.Fatalf("a torn last line must not be fatal: %v", err)
+			}
+			if len(got) != tt.events || r.Stats().Torn != tt.torn {
+				t.Errorf("%d events, %d torn; want %d and %d", len(got), r.Stats().Torn, tt.events, tt.torn)
+			}
+		})
+	}
+}
+
+func TestReadTornLineInTheMiddleIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "a.jsonl", line0[:30]+"\n"+line1+"\n")
+	if _, err := readAll(t, NewReader(nil), p); !errors.Is(err, ErrMalformed) {
+		t.Errorf("error = %v, want ErrMalformed", err)
+	}
+}
+
+func TestReadHugeLine(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	line := `{"session":"s","seq":0,"tool":"t","status":"ok","output":"` + big + `"}`
+	dir := t.TempDir()
+	p := writeFile(t, dir, "a.jsonl", line+"\n")
+	got, err := readAll(t, NewReader(nil), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Output != big {
+		t.Errorf("huge output not read whole")
+	}
+}
+
+func TestFilesExpandsDirectories(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "b/2.jsonl", line0+"\n")
+	writeFile(t, dir, "a.jsonl.gz", gz(t, line1+"\n"))
+	writeFile(t, dir, "a.sessions.jsonl", `{"session":"s"}`+"\n")
+	writeFile(t, dir, "notes.txt", "x")
+	got, err := Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "a.jsonl.gz"), filepath.Join(dir, "b/2.jsonl")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Files (-want +got):\n%s", diff)
+	}
+	evs, err := readAll(t, NewReader(nil), dir)
+	if err != nil || len(evs) != 2 {
+		t.Errorf("read %d events, err %v; want 2", len(evs), err)
+	}
+	if _, err := Files(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing path is not an error")
+	}
+}
+
+func TestCollect(t *testing.T) {
+	in := []Event{
+		{Session: "b", Seq: 1}, {Session: "a", Seq: 2}, {Session: "b", Seq: 0}, {Session: "a", Seq: 0}, {Session: "a", Seq: 1},
+	}
+	got, err := Collect(func(yield func(Event, error) bool) {
+		for _, ev := range in {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Session{
+		{ID: "b", Events: []Event{{Session: "b", Seq: 0}, {Session: "b", Seq: 1}}},
+		{ID: "a", Events: []Event{{Session: "a", Seq: 0}, {Session: "a", Seq: 1}, {Session: "a", Seq: 2}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Collect (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzRead checks that no input crashes the reader, that every event it
+// accepts is valid, and that writing the events back reads the same.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(line0 + "\n" + line1 + "\n"))
+	f.Add([]byte(line0 + "\n" + line1[:20]))
+	f.Add([]byte(`{"session":"s","seq":0,"tool":"t","status":"ok","args":{"a":"\u00e9"},"output":{"k":[1,2]}}`))
+	f.Add([]byte("\n\n{}\n"))
+	f.Add([]byte(gzHeaderless()))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(&ReadOptions{SkipBad: true})
+		var evs []Event
+		for ev, err := range r.Read("fuzz", bytes.NewReader(data)) {
+			if err != nil {
+				return // an I/O-level error (e.g. a corrupt gzip header) is fine
+			}
+			if ev.Session == "" || ev.Tool == "" || ev.Seq < 0 || (ev.Status != StatusOK && ev.Status != StatusError) {
+				t.Fatalf("invalid event accepted: %+v", ev)
+			}
+			evs = append(evs, ev)
+		}
+		var buf bytes.Buffer
+		for _, ev := range evs {
+			if err := EncodeLine(&buf, ev); err != nil {
+				t.Fatalf("re-encoding %+v: %v", ev, err)
+			}
+		}
+		var again []Event
+		for ev, err := range NewReader(nil).Read("again", &buf) {
+			if err != nil {
+				t.Fatalf("re-reading: %v", err)
+			}
+			again = append(again, ev)
+		}
+		if len(again) != len(evs) {
+			t.Fatalf("round trip: %d events, want %d", len(again), len(evs))
+		}
+		for i := range evs {
+			a, b := evs[i], again[i]
+			if a.Session != b.Session || a.Seq != b.Seq || a.Tool != b.Tool || a.Output != b.Output || a.Status != b.Status {
+				t.Fatalf("round trip changed event %d: %+v → %+v", i, a, b)
+			}
+		}
+	})
+}
+
+func gzHeaderless() string { return "\x1f\x8bnot really gzip" }

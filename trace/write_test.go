@@ -1,0 +1,151 @@
+package trace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWriterRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := 1.5
+	in := []Event{
+		{Session: "s", Seq: 0, Tool: "a", Args: json.RawMessage("{\n  \"x\": \"<b>\"\n}"), Status: StatusOK, Output: "line1\nline2", DurationMS: &d},
+		{Session: "s", Seq: 1, Tool: "b", Status: StatusError, Speculative: true, Outcome: "wasted"},
+	}
+	for _, ev := range in {
+		if err := w.Record(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Record(in[0]); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close = %v, want ErrClosed", err)
+	}
+	got, err := readAll(t, NewReader(nil), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || string(got[0].Args) != `{"x":"<b>"}` || got[0].Output != in[0].Output || !got[1].Speculative || got[1].Outcome != "wasted" {
+		t.Errorf("round trip: %+v", got)
+	}
+}
+
+func TestWriterRotates(t *testing.T) {
+	dir := t.TempDir()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w, err := NewWriter(dir, &WriterOptions{Prefix: "t", MaxBytes: 300, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := w.Record(Event{Session: "s", Seq: i, Tool: "tool", Status: StatusOK, Output: strings.Repeat("o", 50)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 5 {
+		t.Fatalf("%d files, want rotation into several", len(files))
+	}
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 300 {
+			t.Errorf("%s has %d bytes, over MaxBytes", f, fi.Size())
+		}
+		if !strings.HasPrefix(filepath.Base(f), "t-20260102T030405.000000000Z-") {
+			t.Errorf("unexpected file name %s", f)
+		}
+	}
+	got, err := readAll(t, NewReader(nil), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range got {
+		if ev.Seq != i {
+			t.Fatalf("event %d has seq %d: files do not read back in order", i, ev.Seq)
+		}
+	}
+}
+
+func TestWriterConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, &WriterOptions{MaxBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				if err := w.Record(Event{Session: fmt.Sprint("s", g), Seq: i, Tool: "t", Status: StatusOK, Output: "x"}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(nil)
+	sessions, err := Collect(r.Events(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 8 || r.Stats().Events != 400 {
+		t.Fatalf("%d sessions, %d events; want 8 and 400", len(sessions), r.Stats().Events)
+	}
+	for _, s := range sessions {
+		seqs := make([]int, len(s.Events))
+		for i, ev := range s.Events {
+			seqs[i] = ev.Seq
+		}
+		if !slices.IsSorted(seqs) || len(seqs) != 50 {
+			t.Errorf("session %s: seqs %v", s.ID, seqs)
+		}
+	}
+}
+
+func TestWriterNeverAppendsToOldFiles(t *testing.T) {
+	dir := t.TempDir()
+	// A file left by a crash, with a torn last line.
+	writeFile(t, dir, "ahead-20200101T000000.000000000Z-000001.jsonl", line0+"\n"+line1[:20])
+	w, err := NewWriter(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Record(Event{Session: "n", Seq: 0, Tool: "t", Status: StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r := NewReader(nil)
+	got, err := readAll(t, r, dir)
+	if err != nil {
+		t.Fatalf("the torn line must stay last in its own file: %v", err)
+	}
+	if len(got) != 2 || r.Stats().Torn != 1 {
+		t.Errorf("%d events, %d torn; want 2 and 1", len(got), r.Stats().Torn)
+	}
+}
