@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+func TestParseMCPServers(t *testing.T) {
+	const file = `
+mcpServers:
+  fs:
+    command: npx
+    args: [-y, "@modelcontextprotocol/server-filesystem", /srv]
+    env: {DEBUG: "1"}
+    cwd: /srv
+    prefix: fs_
+    trust_annotations: true
+    slots: 4
+  search:
+    type: http
+    url: https://mcp.example.com/mcp
+    headers: {Authorization: Bearer x}
+`
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(file), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseMCPServers(doc.Content[0].Content[1], "ahead.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mcpproxy.Upstream{
+		{Name: "fs", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv"},
+			Env: map[string]string{"DEBUG": "1"}, Dir: "/srv", Prefix: "fs_", TrustAnnotations: true, Limits: sched.Limits{Slots: 4}},
+		{Name: "search", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer x"}},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b func() (mcp.Transport, error)) bool { return a == nil && b == nil })); diff != "" {
+		t.Errorf("parseMCPServers (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseMCPServersErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"mcpServers: [a]", "ahead.yaml:1:13: mcpServers: want a mapping"},
+		{"mcpServers:\n  fs: {}", "ahead.yaml:2:7: mcpServers.fs: needs a command"},
+		{"mcpServers:\n  fs: {command: x, url: y}", "has both a command and a url"},
+		{"mcpServers:\n  fs:\n    command: x\n    arg: [y]", "ahead.yaml:4:5: mcpServers.fs.arg: unknown field"},
+		{"mcpServers:\n  fs: {command: x, args: y}", "mcpServers.fs.args: want a list of strings"},
+		{"mcpServers:\n  fs: {command: x, args: [[y]]}", "mcpServers.fs.args[0]: want a string"},
+		{"mcpServers:\n  fs: {command: x, slots: 0}", "mcpServers.fs.slots: want a positive integer"},
+		{"mcpServers:\n  fs: {url: x, type: sse}", `mcpServers.fs.type: unsupported transport "sse"`},
+		{"mcpServers:\n  fs: {command: x, type: http}", `type "http" does not match`},
+		{"mcpServers:\n  fs: {command: x, trust_annotations: maybe}", "trust_annotations: want true or false"},
+		{"mcpServers:\n  fs: {command: x, env: [a]}", "mcpServers.fs.env: want a mapping of strings"},
+	} {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(tc.yaml), &doc); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseMCPServers(doc.Content[0].Content[1], "ahead.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseMCPServers(f *testing.F) {
+	f.Add("mcpServers:\n  fs: {command: npx, args: [a, b], env: {A: b}}\n")
+	f.Add("mcpServers:\n  s: {url: http://x/mcp, headers: {A: b}, type: http, slots: 2}\n")
+	f.Add("mcpServers: {a: {command: x, prefix: p_, trust_annotations: true}, b: &x {url: y}, c: *x}\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		var doc yaml.Node
+		if yaml.Unmarshal([]byte(s), &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode || len(doc.Content[0].Content) < 2 {
+			return
+		}
+		ups, err := parseMCPServers(doc.Content[0].Content[1], "f.yaml")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.yaml:") {
+				t.Errorf("error without position: %v", err)
+			}
+			return
+		}
+		// Whatever parses is a usable proxy configuration.
+		if len(ups) > 0 {
+			if _, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups}); err != nil && !strings.Contains(err.Error(), "two upstreams named") {
+				t.Errorf("parsed upstreams rejected by the proxy: %v", err)
+			}
+		}
+	})
+}
+
+// testdeps returns Node 22 and the npm executables of ../../testdeps;
+// without them the test skips locally and fails in CI.
+func testdeps(t *testing.T) (node, bin string) {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("..", "..", "testdeps", "node_modules", ".bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node = filepath.Join(bin, "node")
+	if _, err := os.Stat(node); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("missing the npm test packages (npm ci --prefix testdeps): required in CI")
+		}
+		t.Skip("missing the npm test packages (run: npm ci --prefix testdeps)")
+	}
+	return node, bin
+}
+
+// aheadBinary builds ahead once for tests that need it as a process.
+var aheadBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "ahead-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "ahead")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building ahead: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func ahead(t *testing.T) string {
+	t.Helper()
+	bin, err := aheadBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMCPInspectorCLI: the MCP inspector's CLI lists and calls tools
+// through ahead mcp.
+func TestMCPInspectorCLI(t *testing.T) {
+	node, bin := testdeps(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"note.txt": "through ahead\n"})
+	upstream := []string{"mcp", "--trust-annotations", "--", node, filepath.Join(bin, "mcp-server-filesystem"), dir}
+	inspect := func(args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cmdArgs := append([]string{filepath.Join(bin, "inspector"), "--cli", ahead(t)}, upstream...)
+		cmd := exec.CommandContext(ctx, node, append(cmdArgs, args...)...)
+		tmp := t.TempDir()
+		cmd.Dir = tmp
+		cmd.Env = append(os.Environ(), "HOME="+tmp)
+		out, err := runGroup(cmd, tmp)
+		if err != nil {
+			t.Fatalf("inspector %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+
+	var list struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if out := inspect("--method", "tools/list"); json.Unmarshal(out, &list) != nil {
+		t.Fatalf("tools/list output is not JSON: %s", out)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	if !slicesContains(names, "read_text_file") || !slicesContains(names, "write_file") {
+		t.Errorf("tools through ahead = %v, want the filesystem server's", names)
+	}
+
+	out := inspect("--method", "tools/call", "--tool-name", "read_text_file", "--tool-arg", "path="+filepath.Join(dir, "note.txt"))
+	var res struct {
+		Meta struct {
+			Ahead struct{ Source string } `json:"ahead"`
+		} `json:"_meta"`
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("tools/call output is not JSON: %s", out)
+	}
+	if len(res.Content) != 1 || res.Content[0].Text != "through ahead\n" || res.Meta.Ahead.Source != "executed" {
+		t.Errorf("tools/call through ahead = %s", out)
+	}
+}
+
+// runGroup runs cmd in its own process group with its output in files
+// (not pipes: a helper process the inspector leaves behind must not hold
+// the test up), then ends whatever of the group is left. It returns stdout,
+// or stdout and stderr on failure.
+func runGroup(cmd *exec.Cmd, dir string) ([]byte, error) {
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Run()
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	out, _ := os.ReadFile(stdout.Name())
+	if err != nil {
+		e, _ := os.ReadFile(stderr.Name())
+		return append(out, e...), err
+	}
+	return out, nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// freeAddr returns a loopback address nobody listens on (for a config file).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// startServe runs ahead serve with the config in-process until the test
+// ends, and waits until it answers.
+func startServe(t *testing.T, config string) string {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ahead.yaml")
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct{ Listen string }
+	if err := yaml.Unmarshal([]byte(config), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	e := &env{stdin: strings.NewReader(""), stdout: &stderr, stderr: &stderr}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, e, []string{"serve", "--config", file}) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("ahead serve exited %d:\n%s", code, stderr.String())
+		}
+	})
+	url := "http://" + cfg.Listen
+	for start := time.Now(); ; {
+		if resp, err := http.Get(url + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("ahead serve exited %d:\n%s", code, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("ahead serve did not answer:\n%s", stderr.String())
+		}
+	}
+	return url
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// conformanceServer builds the Go SDK's conformance everything-server.
+var conformanceServer = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "ahead-conformance")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "everything-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the SDK's everything-server: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+var conformanceTotal = regexp.MustCompile(`(?m)^Total: (\d+) passed, (\d+) failed`)
+
+// TestServeMCPConformance: the official MCP conformance suite passes
+// against ahead serve fronting the Go SDK's everything-server.
+func TestServeMCPConformance(t *testing.T) {
+	node, bin := testdeps(t)
+	server, err := conformanceServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startServe(t, fmt.Sprintf("listen: %s\nmcpServers:\n  everything:\n    command: %s\n", freeAddr(t), server))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(bin, "conformance"), "server",
+		"--url", url+"/mcp", "--spec-version", "2025-11-25", "-o", t.TempDir())
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	m := conformanceTotal.FindSubmatch(out)
+	if err != nil || m == nil || string(m[2]) != "0" || string(m[1]) == "0" {
+		t.Fatalf("conformance against ahead serve: %v\n%s", err, out)
+	}
+	t.Logf("conformance against ahead serve: %s passed, 0 failed", m[1])
+}
