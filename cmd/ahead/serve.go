@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -106,6 +108,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writ
 	case <-ctx.Done():
 	}
 	logger.Info("ahead serve: shutting down", "grace", cfg.ShutdownGrace)
+	// No new speculation from here on: nothing will claim it. What runs
+	// already is cancelled by the engine's Close, once the calls in flight
+	// (which may be waiting for a promoted speculative run) are answered.
+	st.quiesce()
 	// Shutdown closes the listener at once and waits for the calls in
 	// flight; their contexts stay live, so they finish normally.
 	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
@@ -130,6 +136,7 @@ type stack struct {
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
 	predictor *patternPredictor
+	quiet     *quiescingPredictor // wraps predictor
 	mcp       *mcpproxy.Proxy // nil without mcpServers
 }
 
@@ -220,7 +227,8 @@ func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.
 	}
 	// Interface fields stay nil (not a typed nil) when unset.
 	if st.predictor != nil {
-		opts.Predictor = st.predictor
+		st.quiet = &quiescingPredictor{Predictor: st.predictor}
+		opts.Predictor = st.quiet
 	}
 	if st.recorder != nil {
 		opts.Recorder = st.recorder
@@ -274,6 +282,29 @@ func (st *stack) close() error {
 		r.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// quiesce stops new speculative work; calls are still served.
+func (st *stack) quiesce() {
+	if st.quiet != nil {
+		st.quiet.off.Store(true)
+	}
+}
+
+// quiescingPredictor stops predicting once off is set (at shutdown). It
+// still passes events to the predictor, which learns from the calls that
+// finish during the drain.
+type quiescingPredictor struct {
+	engine.Predictor
+	off atomic.Bool
+}
+
+func (q *quiescingPredictor) Observe(ev trace.Event) []predict.Prediction {
+	preds := q.Predictor.Observe(ev)
+	if q.off.Load() {
+		return nil
+	}
+	return preds
 }
 
 func (st *stack) patternCount() int {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -391,5 +392,71 @@ func TestServeListenerInUse(t *testing.T) {
 	code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, []string{"serve", "--config", cfg, "--listen", ln.Addr().String()})
 	if code != 1 || !strings.Contains(stderr.String(), "address already in use") {
 		t.Errorf("exit %d, stderr %s; want 1 and address already in use", code, stderr.String())
+	}
+}
+
+var quietLogger = slog.New(slog.DiscardHandler)
+
+// TestServeQuiesce checks that after SIGTERM the calls still finishing
+// start no speculative work (nothing would claim it).
+func TestServeQuiesce(t *testing.T) {
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	minePool(t, filepath.Join(dir, "pool.json"))
+	cfg, err := parseConfig([]byte(`
+patterns: {pool: ./pool.json, learn: false}
+backends: {web: {http: {url: "`+tools.URL+`/tools/{tool}"}}}
+speculation_policy: {tools: {fetch: {allow: true}}}
+`), "a.yaml", dir, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStack(t.Context(), cfg, quietLogger, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if _, err := st.eng.Call(t.Context(), "a", "search", json.RawMessage(`{"q":"go"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.eng.Stats().Entries; n != 1 {
+		t.Fatalf("before shutdown: %d speculative entries, want 1 (the predicted fetch)", n)
+	}
+	st.quiesce()
+	if _, err := st.eng.Call(t.Context(), "b", "search", json.RawMessage(`{"q":"rust"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.eng.Stats().Entries; n > 1 {
+		t.Errorf("after quiesce: %d speculative entries, want no new one", n)
+	}
+}
+
+// TestServeGraceExpires checks that a call still running when the grace
+// period ends is cut off, and that the exit says so (code 1).
+func TestServeGraceExpires(t *testing.T) {
+	tools := newToolServer(t)
+	defer close(tools.release) // after the test: lets the tool server close
+	cfg := filepath.Join(t.TempDir(), "a.yaml")
+	os.WriteFile(cfg, []byte("shutdown_grace: 50ms\nbackends: {web: {http: {url: '"+tools.URL+"/tools/{tool}'}}}\n"), 0o644)
+	s := startAheadServe(t, "--config", cfg, "--listen", "127.0.0.1:0")
+	slow := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(s.url+"/v1/sessions/a/calls", "application/json", strings.NewReader(`{"tool": "slow"}`))
+		if err == nil {
+			resp.Body.Close()
+			slow <- answer{Code: resp.StatusCode}
+			return
+		}
+		slow <- answer{Error: err.Error()}
+	}()
+	<-tools.arrived
+	s.cancel()
+	code := <-s.code
+	s.code <- code
+	if code != 1 || !strings.Contains(s.logText(), "shutdown: calls still in flight after 50ms were cancelled") {
+		t.Errorf("exit %d, log:\n%s\nwant 1 and the calls cut off named", code, s.logText())
+	}
+	if a := <-slow; a.Error == "" {
+		t.Errorf("the cut-off call got an answer: %+v", a)
 	}
 }
