@@ -137,7 +137,7 @@ type stack struct {
 	recorder  *trace.Writer
 	predictor *patternPredictor
 	quiet     *quiescingPredictor // wraps predictor
-	mcp       *mcpproxy.Proxy // nil without mcpServers
+	mcp       *mcpproxy.Proxy     // nil without mcpServers
 }
 
 // openStack builds the engine and what it needs from cfg. On error,
