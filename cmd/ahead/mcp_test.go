@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -357,4 +358,99 @@ func TestServeMCPConformance(t *testing.T) {
 		t.Fatalf("conformance against ahead serve: %v\n%s", err, out)
 	}
 	t.Logf("conformance against ahead serve: %s passed, 0 failed", m[1])
+}
+
+// mcpSession runs ahead mcp in-process with args and connects an agent to
+// it over its stdin and stdout; closing the session ends the command.
+func mcpSession(t *testing.T, args ...string) *mcp.ClientSession {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	e := &env{stdin: inR, stdout: outW, stderr: &stderr}
+	done := make(chan int, 1)
+	go func() {
+		code := run(context.Background(), e, append([]string{"mcp"}, args...))
+		outW.Close()
+		done <- code
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
+		Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		inW.Close()
+		t.Fatalf("connecting to ahead mcp: %v\n%s", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		if code := <-done; code != 0 {
+			t.Errorf("ahead mcp exited %d:\n%s", code, stderr.String())
+		}
+	})
+	return cs
+}
+
+func callSource(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, string) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s failed: %v", tool, res.Content)
+	}
+	a, _ := res.Meta["ahead"].(map[string]any)
+	src, _ := a["source"].(string)
+	var text []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = append(text, tc.Text)
+		}
+	}
+	return strings.Join(text, "\n"), src
+}
+
+// TestMCPRecordMineServe is the README's workflow: sessions recorded by
+// ahead mcp --traces, mined by ahead mine, served with --patterns, where
+// the read that follows a search is now speculated and reused.
+func TestMCPRecordMineServe(t *testing.T) {
+	node, bin := testdeps(t)
+	server := filepath.Join(bin, "mcp-server-filesystem")
+	root, traces := t.TempDir(), t.TempDir()
+	// Each session works in its own project, with its own file names, so
+	// what links the read to the search is the data, not a constant.
+	session := func(i int, args ...string) (*mcp.ClientSession, string, string) {
+		dir := filepath.Join(root, fmt.Sprintf("project%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		first := filepath.Join(dir, fmt.Sprintf("notes-%d.md", i))
+		writeFiles(t, dir, map[string]string{filepath.Base(first): fmt.Sprintf("notes of project %d\n", i)})
+		args = append(args, "--", node, server, dir)
+		return mcpSession(t, args...), dir, first
+	}
+	for i := range 8 {
+		cs, dir, first := session(i, "--traces", traces)
+		found, src := callSource(t, cs, "search_files", map[string]any{"path": dir, "pattern": "*.md"})
+		if found != first || src != "executed" {
+			t.Fatalf("search_files = %q (%s), want %q", found, src, first)
+		}
+		callSource(t, cs, "read_text_file", map[string]any{"path": found})
+		cs.Close()
+	}
+
+	pool := filepath.Join(t.TempDir(), "pool.json")
+	var out syncBuffer
+	if code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: &out, stderr: &out}, []string{"mine", "-o", pool, traces}); code != 0 {
+		t.Fatalf("ahead mine exited %d:\n%s", code, out.String())
+	}
+
+	cs, dir, first := session(100, "--patterns", pool, "--trust-annotations")
+	found, _ := callSource(t, cs, "search_files", map[string]any{"path": dir, "pattern": "*.md"})
+	text, src := callSource(t, cs, "read_text_file", map[string]any{"path": found})
+	if src != "reused" && src != "promoted" {
+		t.Errorf("read after search with the mined patterns: _meta.ahead.source = %q, want reused or promoted\nmine said:\n%s", src, out.String())
+	}
+	if want, _ := os.ReadFile(first); text != string(want) {
+		t.Errorf("read = %q, want %q", text, want)
+	}
 }
