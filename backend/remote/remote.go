@@ -281,7 +281,8 @@ func retryAfter(resp *http.Response, now time.Time) time.Duration {
 	return min(d, maxRetryAfter)
 }
 
-// parseRetryAfter parses a Retry-After value (RFC 9110, section 10.2.3).
+// parseRetryAfter parses a Retry-After value (RFC 9110, section 10.2.3),
+// capped at maxRetryAfter.
 // A date in the past means "now", which is no back-off; the caller
 // substitutes the default for a 429.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
@@ -305,7 +306,7 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	}
 	// HTTP dates have one-second resolution: round up, so that we never
 	// come back before the server's date.
-	return (d + time.Second - 1).Truncate(time.Second), true
+	return min((d+time.Second-1).Truncate(time.Second), maxRetryAfter), true
 }
 
 // Warmup opens (or keeps) a connection to the tool's server without

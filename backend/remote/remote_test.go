@@ -370,3 +370,16 @@ func BenchmarkCall(b *testing.B) {
 		}
 	}
 }
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "120", "Sun, 01 Mar 2026 12:00:30 GMT", "Sun Mar  1 12:00:10 2026", "-1", "", "18446744073709551616"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := parseRetryAfter(v, now)
+		if d < 0 || d > maxRetryAfter || ok != (d > 0) {
+			t.Errorf("parseRetryAfter(%q) = %v, %v; want 0 < d <= %v exactly when ok", v, d, ok, maxRetryAfter)
+		}
+	})
+}
