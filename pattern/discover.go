@@ -236,13 +236,28 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 		return dst
 	}
 	var buf [16]span
-	for _, sp := range tokenSpans(buf[:0], s) {
+	try := func(sp span) {
 		if sp.start == 0 && sp.end == len(s) {
-			continue // the whole value: found above
+			return // the whole value: found above
 		}
-		tok := s[sp.start:sp.end]
-		for _, l := range x[quoted(tok)] {
+		for _, l := range x[quoted(s[sp.start:sp.end])] {
 			add(l, s[:sp.start], s[sp.end:])
+		}
+	}
+	for _, sp := range tokenSpans(buf[:0], s) {
+		try(sp)
+		// The components of a path: a directory or file name joined into
+		// a longer path.
+		if tok := s[sp.start:sp.end]; strings.Count(tok, "/") > 0 {
+			start := sp.start
+			for i := sp.start; i <= sp.end; i++ {
+				if i == sp.end || s[i] == '/' {
+					if i > start && !(start == sp.start && i == sp.end) {
+						try(span{start, i})
+					}
+					start = i + 1
+				}
+			}
 		}
 	}
 	return dst

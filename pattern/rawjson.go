@@ -13,8 +13,8 @@ import (
 // This file navigates JSON text without decoding it into maps: the
 // predictor looks up a few paths in outputs of up to megabytes after every
 // call, and a full decode would cost more than the whole prediction budget.
-// The functions are forgiving: malformed input yields "not found", never a
-// panic.
+// The functions are forgiving: malformed input yields "not found" or a
+// best-effort value, never a panic; nothing is validated that is not read.
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 

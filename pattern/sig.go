@@ -220,7 +220,9 @@ func discoverDiscriminators(sessions []trace.Session, o discoverOptions) []Discr
 		for _, arg := range args {
 			for _, kind := range []string{KindValue, KindWord} {
 				d, ok := evalDiscriminator(sessions, tool, arg, kind, count[tool], o)
-				if ok && (best == nil || d.Gain > best.Gain) {
+				// On a tie the first word wins: it is the coarser
+				// reading, and generalises to arguments not seen.
+				if ok && (best == nil || d.Gain > best.Gain || (d.Gain == best.Gain && kind == KindWord)) {
 					best = &d
 				}
 			}

@@ -1,0 +1,118 @@
+package pattern
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPoolRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.jsonl")
+	pool, err := Mine(readSessions(t, files...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pool.json")
+	if err := pool.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pool, loaded); diff != "" {
+		t.Errorf("pool changed through its file (-saved +loaded):\n%s", diff)
+	}
+	data, _ := os.ReadFile(path)
+	if !bytes.Equal(data, encode(t, loaded)) {
+		t.Error("re-encoding a loaded pool changed its bytes")
+	}
+	// The live counts of an index snapshot back into the same pool.
+	x, err := NewIndex(loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pool, x.Snapshot()); diff != "" {
+		t.Errorf("snapshot differs (-mined +snapshot):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("Save left %d files behind, want only the pool", len(entries))
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	valid := `{"version":1,"mined":{"max_context":3,"min_support":3,"min_confidence":0.05,"sessions":1,"calls":2},"discriminators":[],"patterns":[%s]}`
+	pat := func(s string) string { return strings.Replace(valid, "%s", s, 1) }
+	tests := []struct {
+		name, data string
+		err        error
+		msg        string
+	}{
+		{"not json", "{", ErrInvalid, ""},
+		{"no version", `{"patterns":[]}`, ErrInvalid, "no version"},
+		{"other version", `{"version":99}`, ErrVersion, "99"},
+		{"unknown field", `{"version":1,"bogus":1}`, ErrInvalid, "bogus"},
+		{"empty context", pat(`{"context":[],"tool":"t","hits":[1]}`), ErrInvalid, "patterns[0]"},
+		{"start not first", pat(`{"context":[{"tool":"a"},{"start":true},{"tool":"b"}],"tool":"t","hits":[1]}`), ErrInvalid, "start"},
+		{"no tool", pat(`{"context":[{"tool":"a"}],"tool":"","hits":[1]}`), ErrInvalid, "empty tool"},
+		{"no hits", pat(`{"context":[{"tool":"a"}],"tool":"t","hits":[]}`), ErrInvalid, "hits"},
+		{"negative", pat(`{"context":[{"tool":"a"}],"tool":"t","hits":[-1]}`), ErrInvalid, "negative"},
+		{"ctx out of range", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":3},"part":"args","path":"/x"}],"hits":[1]}`), ErrInvalid, "ctx 3"},
+		{"item without list", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","part":"item"}],"hits":[1]}`), ErrInvalid, "list"},
+		{"bad part", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0},"part":"body"}],"hits":[1]}`), ErrInvalid, "part"},
+		{"bad pointer", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0},"part":"args","path":"x"}],"hits":[1]}`), ErrInvalid, "pointer"},
+		{"bad const", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","const":{"a":1,"a":2}}],"hits":[1]}`), ErrInvalid, "const"},
+		{"unsorted args", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"y","const":1},{"arg":"x","const":1}],"hits":[1]}`), ErrInvalid, "sorted"},
+		{"bad norm", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0},"part":"args","norm":"rot13"}],"hits":[1]}`), ErrInvalid, "norm"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode([]byte(tt.data))
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("error = %v, want %v", err, tt.err)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not mention %q", err, tt.msg)
+			}
+		})
+	}
+	if _, err := Decode([]byte(pat(`{"context":[{"start":true},{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","const":1.50}],"hits":[1],"support":1}`))); err != nil {
+		t.Errorf("valid pool rejected: %v", err)
+	}
+}
+
+// FuzzDecode checks that no input crashes the pool loader, and that every
+// pool it accepts compiles and survives a round trip.
+func FuzzDecode(f *testing.F) {
+	for _, name := range []string{"list", "text", "template"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name+".pool.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"version":1,"patterns":[{"context":[{"tool":"a"}],"tool":"t","hits":[1]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Decode(data)
+		if err != nil {
+			return
+		}
+		x, err := NewIndex(p)
+		if err != nil {
+			t.Fatalf("a decoded pool does not compile: %v", err)
+		}
+		var b bytes.Buffer
+		if err := x.Snapshot().Encode(&b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(b.Bytes()); err != nil {
+			t.Fatalf("re-encoded pool rejected: %v", err)
+		}
+	})
+}
