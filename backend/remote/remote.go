@@ -306,7 +306,10 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	}
 	// HTTP dates have one-second resolution: round up, so that we never
 	// come back before the server's date.
-	return min((d+time.Second-1).Truncate(time.Second), maxRetryAfter), true
+	if d >= maxRetryAfter {
+		return maxRetryAfter, true // also keeps the rounding below from overflowing
+	}
+	return (d + time.Second - 1).Truncate(time.Second), true
 }
 
 // Warmup opens (or keeps) a connection to the tool's server without
