@@ -387,17 +387,27 @@ func TestDryRun(t *testing.T) {
 	})
 }
 
-func TestDryRunWithoutVariantNeverRuns(t *testing.T) {
+func TestDryRunWithoutVariantOnlyWarms(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// The PASTE paper's pip_install rule: dry_run with no declared
+		// variant. Running the call would run its side effect; ahead only
+		// warms the backend up.
+		ws := &warmStore{store: newStore(time.Second)}
 		pol := &policy.Policy{Tools: map[string]policy.Tool{
 			"write": {Allow: true, MaxSpeculation: policy.LevelDryRun},
 		}}
 		pred := predictAfter("list", predict.Prediction{Tool: "write", Args: json.RawMessage(`{"path":"a"}`), P: 0.9})
-		h := newHarness(t, engine.Options{Policy: pol, Predictor: pred})
+		h := newHarness(t, engine.Options{Policy: pol, Predictor: pred,
+			Backends: map[string]engine.Backend{"store": {Backend: ws}}})
 		h.call("s", "list", `{}`)
 		time.Sleep(3 * time.Second)
-		if spec := h.st.speculative(); len(spec) != 0 {
+		if spec := ws.speculative(); len(spec) != 0 {
 			t.Errorf("ran %v speculatively with no declared dry-run variant", spec)
+		}
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		if !slices.Equal(ws.warmed, []string{"write"}) {
+			t.Errorf("warmed %v, want [write]", ws.warmed)
 		}
 	})
 }

@@ -87,6 +87,9 @@ func (e *Engine) candidateLocked(s *session, p predict.Prediction) (candidate, b
 	d = max(d, time.Millisecond)
 	u := p.P * float64(min(d, think)) / float64(d)
 	c := candidate{pred: p, rule: rule, level: level, backend: bname, b: b, utility: u}
+	if level == policy.LevelDryRun && !rule.DryRun.Declared(p.Tool) {
+		level = policy.LevelWarmup // no safe variant: never run the call itself
+	}
 	if p.Args == nil || level == policy.LevelWarmup {
 		if _, ok := b.(backend.Warmer); !ok {
 			return candidate{}, false
@@ -112,12 +115,8 @@ func (e *Engine) candidateLocked(s *session, p predict.Prediction) (candidate, b
 }
 
 // dryRunVariant returns the safe variant of a call: its arguments patched
-// and its tool possibly renamed. Without a declared variant there is none:
-// running the call itself would run its side effect.
+// and its tool possibly renamed (the caller checked one is declared).
 func dryRunVariant(d policy.DryRun, req backend.Request) (backend.Request, bool) {
-	if d.Tool == "" && d.Args == nil {
-		return req, false
-	}
 	if d.Tool != "" {
 		req.Tool = d.Tool
 	}

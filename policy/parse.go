@@ -338,7 +338,7 @@ func (p *parser) dedup(n *yaml.Node, field string) Dedup {
 // rule and globs (whose dry-run variant cannot be the tool itself by name).
 func (p *parser) tool(n *yaml.Node, field, name string) Tool {
 	var t Tool
-	var levelNode, dryRunNode, readOnlyNode, sharedNode *yaml.Node
+	var levelNode, readOnlyNode, sharedNode *yaml.Node
 	explicitNone := false
 	p.mapping(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
@@ -358,7 +358,6 @@ func (p *parser) tool(n *yaml.Node, field, name string) Tool {
 			t.MaxSpeculation = l
 			explicitNone = l == LevelNone
 		case "dry_run":
-			dryRunNode = k
 			t.DryRun = p.dryRun(v, f)
 		case "read_only":
 			if b, ok := p.boolean(v, f); ok {
@@ -404,14 +403,10 @@ func (p *parser) tool(n *yaml.Node, field, name string) Tool {
 		// so an explicit none must switch the rule off.
 		t.Allow = false
 	}
-	if t.Level() == LevelDryRun && t.DryRun.Args == nil && (t.DryRun.Tool == "" || t.DryRun.Tool == name) {
-		at, f := levelNode, join(field, "max_speculation")
-		if dryRunNode != nil {
-			at, f = dryRunNode, join(field, "dry_run")
-		}
-		p.errorf(at, f,
-			"level dry_run needs a safe variant: dry_run: {args: {...}} (an argument patch such as {dry_run: true}) or dry_run: {tool: NAME} (another tool); running the same call unpatched would run its side effect")
-	}
+	// A dry_run level with no declared variant (the PASTE paper's Figure 6
+	// pip_install rule) is accepted as written: running the same call
+	// unpatched would run its side effect, so such a tool is only ever
+	// warmed up (see Tool.DryRunVariant).
 	if t.ReadOnly != nil && *t.ReadOnly && t.Writes != "" {
 		p.errorf(readOnlyNode, join(field, "read_only"), "a read-only tool cannot declare writes: %s", t.Writes)
 	}

@@ -2,7 +2,8 @@
 // may have changed. It owns the speculation policy: the PASTE paper's
 // Figure 6 shape (default, tools, deduplication) extended with hazards
 // (reads/writes), shared results with a TTL, non-cancellable tools and the
-// dry-run and warm-up levels.
+// dry-run and warm-up levels. Parse, FromNode and Load read it from YAML
+// with errors that name file:line:column and the field.
 //
 // The zero Policy denies all speculation: nothing with a side effect is ever
 // executed speculatively unless the operator's policy says so.
@@ -25,7 +26,8 @@ const (
 	LevelWarmup
 	// LevelDryRun: a declared safe variant runs (an argument patch such as
 	// {dry_run: true}, or another tool); its result only warms caches and
-	// is never handed to the agent.
+	// is never handed to the agent. Without a declared variant, the tool
+	// is only warmed up: the call itself would run its side effect.
 	LevelDryRun
 	// LevelFull: the predicted call runs and its result is reusable.
 	LevelFull
@@ -77,6 +79,12 @@ type DryRun struct {
 	// Args is a JSON object merged over the predicted arguments
 	// (for example {"dry_run": true}); nil means no patch.
 	Args json.RawMessage
+}
+
+// Declared reports whether a variant is declared: an argument patch, or a
+// tool other than the one it belongs to.
+func (d DryRun) Declared(tool string) bool {
+	return d.Args != nil || (d.Tool != "" && d.Tool != tool)
 }
 
 // Tool is the rule for one tool.
