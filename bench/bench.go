@@ -91,6 +91,10 @@ type Options struct {
 	Seed uint64
 	// Progress, if set, is called after each session.
 	Progress func(Progress)
+	// Record, if set, receives every event the engine of each mode records:
+	// authoritative calls (with how they were served) and speculative
+	// executions (with their outcome). It must be safe for concurrent use.
+	Record func(m Mode, ev trace.Event)
 	// Logger receives the engine's warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -245,6 +249,9 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	if inner != nil {
 		eopts.Predictor = &tracker{agents: agents, inner: inner}
 	}
+	if o.Record != nil {
+		eopts.Recorder = recordFunc(func(ev trace.Event) error { o.Record(m, ev); return nil })
+	}
 	eng := engine.New(eopts)
 	defer eng.Close()
 
@@ -312,6 +319,10 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	eng.Close()
 	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale)), nil
 }
+
+type recordFunc func(trace.Event) error
+
+func (f recordFunc) Record(ev trace.Event) error { return f(ev) }
 
 // longestFirst returns the indices of agents, longest expected session
 // first: a closed loop then ends about when its longest session does, not

@@ -228,6 +228,10 @@ type Report struct {
 	// authoritative calls.
 	AuthP99Ratio    *float64 `json:"auth_p99_ratio"`
 	AuthP99RatioAll *float64 `json:"auth_p99_ratio_all"`
+	// AAAuthP99Ratio is the p99 authoritative latency of aa over serial:
+	// the noise floor of the p99 ratios (at saturation, the order in which
+	// simultaneous calls queue differs from run to run).
+	AAAuthP99Ratio *float64 `json:"aa_auth_p99_ratio"`
 	// OracleHiddenMS and AheadHiddenMS are the stall the oracle and ahead
 	// hid compared with serial.
 	OracleHiddenMS *float64 `json:"oracle_hidden_ms"`
@@ -330,6 +334,7 @@ func (r *Report) summarise() {
 	if aa := r.Mode(AA); serial != nil && aa != nil {
 		r.AANoise = ptr(math.Abs(aa.E2E.Mean-serial.E2E.Mean) / serial.E2E.Mean)
 		r.AAStallNoise = ptr(math.Abs(aa.StallMS-serial.StallMS) / serial.StallMS)
+		r.AAAuthP99Ratio = ptr(aa.Auth.P99 / serial.Auth.P99)
 	}
 	if aw := r.Mode(AllWrong); serial != nil && aw != nil {
 		r.AllWrongSlowdown = ptr(aw.E2E.Mean/serial.E2E.Mean - 1)

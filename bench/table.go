@@ -140,6 +140,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if r.AuthP99Ratio != nil {
 			fmt.Fprintf(&b, "; calls ahead executed itself: p99 ×%.3f of serial", *r.AuthP99Ratio)
 		}
+		if r.AAAuthP99Ratio != nil {
+			fmt.Fprintf(&b, " (A/A: p99 ×%.3f)", *r.AAAuthP99Ratio)
+		}
 		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())

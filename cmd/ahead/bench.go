@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,6 +218,9 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns from %d sessions in %.1fs\n", len(p.Patterns), len(mine), time.Since(t0).Seconds())
 	}
 	if pool == nil {
+		if slices.Contains(o.Modes, bench.Ahead) {
+			return usageErr("the ahead mode needs --patterns or --mine-from")
+		}
 		if o.Modes == nil {
 			for _, m := range bench.Modes {
 				if m != bench.Ahead {
