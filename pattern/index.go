@@ -59,7 +59,8 @@ type csource struct {
 	ctx  int   // context element, counted back from the latest
 	sig  int32 // if > 0, the session's most recent event with this signature instead
 	part string
-	path []string
+	ptr  string   // the path as a JSON pointer (memo key)
+	path []string // the path's tokens
 }
 
 type cmapping struct {
@@ -143,7 +144,7 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 		if !ok {
 			return csource{}, fmt.Errorf("path %q is not a JSON pointer", path)
 		}
-		s := csource{part: part, path: steps}
+		s := csource{part: part, ptr: path, path: steps}
 		if r != nil {
 			s.ctx = r.Ctx
 			if r.Sig != nil {
@@ -322,12 +323,40 @@ func (x *Index) Match(window []int32, fn func(pattern int32, pos []int)) {
 	}
 }
 
-// Payload is an observed event as mappings read it.
+// Payload is an observed event as mappings read it. It memoises what
+// mappings read from it; it is not safe for concurrent use.
 type Payload struct {
 	Tool   string
 	Args   []byte
 	Output []byte
 	kind   int8 // 0 unknown, 1 text, 2 JSON
+	memos  [4]memo
+	nmemo  int
+	spare  memo // when memos is full: a scratch entry, not a cache
+}
+
+// memo caches the value at one path of a payload.
+type memo struct {
+	part, ptr     string
+	looked, rawOK bool
+	raw           []byte
+	unquoted, sOK bool
+	s             string
+}
+
+func (p *Payload) memo(part, ptr string) *memo {
+	for i := range p.nmemo {
+		if m := &p.memos[i]; m.part == part && m.ptr == ptr {
+			return m
+		}
+	}
+	if p.nmemo < len(p.memos) {
+		p.memos[p.nmemo] = memo{part: part, ptr: ptr}
+		p.nmemo++
+		return &p.memos[p.nmemo-1]
+	}
+	p.spare = memo{part: part, ptr: ptr}
+	return &p.spare
 }
 
 // MakePayload returns the payload of ev. It shares ev's memory (the output
@@ -402,7 +431,7 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 		}
 		return append(dst, Candidate{Args: args, Hash: CallHash(cp.tool, args)})
 	}
-	list, text, ok := cp.resolve(cp.list, pos, h, nil)
+	list, text, _, ok := cp.resolve(cp.list, pos, h, nil)
 	if !ok || text {
 		return dst
 	}
@@ -430,42 +459,50 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 }
 
 // resolve returns the value a source names: JSON, or text (for a text
-// output read whole).
-func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val []byte, text, ok bool) {
-	var raw []byte
-	switch s.part {
-	case PartItem:
-		raw = item
-	default:
-		var p *Payload
-		if s.sig > 0 {
-			p = h.Last(s.sig)
-		} else if s.ctx < len(pos) {
-			p = h.At(pos[s.ctx])
+// output read whole), and the event it was read from (nil for a list
+// item).
+func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val []byte, text bool, from *Payload, ok bool) {
+	if s.part == PartItem {
+		if item == nil {
+			return nil, false, nil, false
 		}
-		if p == nil {
-			return nil, false, false
+		if len(s.path) == 0 {
+			return item, false, nil, true
 		}
-		if s.part == PartArgs {
-			raw = p.Args
-		} else {
-			raw = p.Output
-			if !p.outputIsJSON() {
-				if len(s.path) > 0 {
-					return nil, false, false
-				}
-				return raw, true, true
+		v, ok := lookup(item, s.path)
+		return v, false, nil, ok
+	}
+	var p *Payload
+	if s.sig > 0 {
+		p = h.Last(s.sig)
+	} else if s.ctx < len(pos) {
+		p = h.At(pos[s.ctx])
+	}
+	if p == nil {
+		return nil, false, nil, false
+	}
+	raw := p.Args
+	if s.part == PartOutput {
+		raw = p.Output
+		if !p.outputIsJSON() {
+			if len(s.path) > 0 {
+				return nil, false, p, false
 			}
+			return raw, true, p, true
 		}
 	}
 	if raw == nil {
-		return nil, false, false
+		return nil, false, p, false
 	}
 	if len(s.path) == 0 {
-		return raw, false, true
+		return raw, false, p, true
 	}
-	v, ok := lookup(raw, s.path)
-	return v, false, ok
+	m := p.memo(s.part, s.ptr)
+	if !m.looked {
+		m.looked = true
+		m.raw, m.rawOK = lookup(raw, s.path)
+	}
+	return m.raw, false, p, m.rawOK
 }
 
 // appendArgs appends the canonical arguments object.
@@ -490,7 +527,7 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	if m.constVal != nil {
 		return append(buf, m.constVal...), true
 	}
-	raw, text, ok := cp.resolve(&m.src, pos, h, item)
+	raw, text, from, ok := cp.resolve(&m.src, pos, h, item)
 	if !ok || len(raw) == 0 {
 		return buf, false
 	}
@@ -509,7 +546,19 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	case text:
 		s = bytesString(raw)
 	case raw[0] == '"':
-		if s, ok = unquote(raw); !ok {
+		if from != nil {
+			// Patterns read the same string (a command, a summary)
+			// again and again; decode it once per event.
+			mm := from.memo(m.src.part, m.src.ptr)
+			if !mm.unquoted {
+				mm.unquoted = true
+				mm.s, mm.sOK = unquote(raw)
+			}
+			s, ok = mm.s, mm.sOK
+		} else {
+			s, ok = unquote(raw)
+		}
+		if !ok {
 			return buf, false
 		}
 	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -150,7 +149,7 @@ func (m *miner) flatten(sessions []trace.Session) {
 			ev := &s.Events[i]
 			me := mevent{ev: ev, pay: MakePayload(ev), sess: int32(si), pos: int32(i)}
 			me.sig = m.x.intern(m.x.signer.Sign(ev.Tool, ev.Status, ev.Args))
-			if c, err := callkey.Canonical(ev.Args); err == nil {
+			if c, err := CanonicalArgs(ev.Args); err == nil {
 				me.argsOK = true
 				me.hash = CallHash(ev.Tool, c)
 				eachMember(c, func(k, v []byte) bool {
@@ -706,7 +705,7 @@ func (m *miner) validateArg(c minedContext, tool, arg string, ac *argCand) {
 		}
 		if cp.list == nil {
 			check(nil)
-		} else if list, text, ok := cp.resolve(cp.list, pos, h, nil); ok && !text {
+		} else if list, text, _, ok := cp.resolve(cp.list, pos, h, nil); ok && !text {
 			eachElem(list, func(n int, el []byte) bool { return n < maxListScan && check(el) })
 		}
 		if evaluated {

@@ -269,3 +269,31 @@ func TestMineDiscriminator(t *testing.T) {
 		t.Errorf("a rare program signs as %q, want %q", sig.Value, Other)
 	}
 }
+
+// BenchmarkMineShared mines both shared trace files (AHEAD_TRACES, or the
+// team's checkout; skipped when absent, except in CI).
+func BenchmarkMineShared(b *testing.B) {
+	dir := os.Getenv("AHEAD_TRACES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "traces")
+	}
+	files := []string{filepath.Join(dir, "tau2-airline-retail-train.jsonl.gz"), filepath.Join(dir, "minisweagent-train.jsonl.gz")}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			if os.Getenv("CI") == "true" {
+				b.Fatalf("shared traces missing (set AHEAD_TRACES): %v", err)
+			}
+			b.Skipf("shared traces missing (set AHEAD_TRACES): %v", err)
+		}
+	}
+	ss := readSessions(b, files...)
+	var pool *Pool
+	for b.Loop() {
+		var err error
+		if pool, err = Mine(ss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(pool.Patterns)), "patterns")
+	b.ReportMetric(float64(len(encode(b, pool)))/(1<<20), "file-MiB")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ahead-dev/ahead/callkey"
@@ -86,14 +87,96 @@ func unquote(raw []byte) (string, bool) {
 		return "", false
 	}
 	body := raw[1 : len(raw)-1]
-	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+	i := bytes.IndexByte(body, '\\')
+	if i < 0 {
+		if !utf8.Valid(body) || !noControl(body) || bytes.IndexByte(body, '"') >= 0 {
+			return "", false
+		}
 		return string(body), true
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	// Decode escapes by hand: encoding/json's reflection costs more than
+	// the whole prediction budget on a few-kilobyte shell command.
+	if !noControl(body[:i]) || bytes.IndexByte(body[:i], '"') >= 0 {
 		return "", false
 	}
-	return s, true
+	out := make([]byte, i, len(body))
+	copy(out, body[:i])
+	for i < len(body) {
+		c := body[i]
+		switch {
+		case c == '"' || c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(body) {
+			return "", false
+		}
+		switch e := body[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(body, i+2)
+			if !ok {
+				return "", false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+1 < len(body) && body[i] == '\\' && body[i+1] == 'u' {
+					r2, ok = hex4(body, i+2)
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r = d
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	if !utf8.Valid(out) {
+		return "", false
+	}
+	return string(out), true
+}
+
+// hex4 decodes the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // keyEquals reports whether the raw key literal (with quotes) is key.

@@ -1,6 +1,7 @@
 package pattern
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -100,4 +101,26 @@ func TestText(t *testing.T) {
 			t.Errorf("normalize(%s) = %q, want %q", norm, got, want)
 		}
 	}
+}
+
+// FuzzUnquote checks the hand-written string decoder against
+// encoding/json.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`"a"`, `"a\nb\"c\\d\/e\u00e9\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`, `"\x"`, `"é"`, `"\u12"`, "\"\x01\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := unquote(raw)
+		var want string
+		err := json.Unmarshal(raw, &want)
+		if len(raw) < 2 || raw[0] != '"' {
+			return
+		}
+		if ok && err == nil && got != want {
+			t.Fatalf("unquote(%q) = %q, encoding/json says %q", raw, got, want)
+		}
+		if ok && err != nil {
+			t.Fatalf("unquote(%q) accepted what encoding/json rejects (%v)", raw, err)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -97,6 +98,22 @@ func extract(args []byte, arg, kind string) string {
 	v, ok := member(args, arg)
 	if !ok {
 		return ""
+	}
+	if kind == KindWord && len(v) > 1 && v[0] == '"' {
+		// The first word of a long command without decoding the whole
+		// command, when no escape comes before the word ends.
+		body := v[1:]
+		i := 0
+		for i < len(body) && (body[i] == ' ' || body[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(body) && body[j] != '"' && body[j] != '\\' && body[j] != ' ' && body[j] != '\t' && body[j] >= 0x20 {
+			j++
+		}
+		if j < len(body) && body[j] != '\\' && j > i && j-i <= maxWordLen && utf8.Valid(body[i:j]) {
+			return string(body[i:j])
+		}
 	}
 	if len(v) > 0 && v[0] == '"' {
 		s, ok := unquote(v)

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -185,7 +184,7 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	canon, err := callkey.Canonical(ev.Args)
+	canon, err := pattern.CanonicalArgs(ev.Args)
 	var hash uint64
 	if err == nil {
 		hash = pattern.CallHash(ev.Tool, canon)
@@ -285,11 +284,11 @@ func (o *Online) predict(s *session) []Prediction {
 	// add merges an estimate into the prediction of its key, keeping the
 	// best: each matched context is evidence, and the most confident one
 	// wins.
-	add := func(k predKey, args []byte, hits, support int64) {
+	add := func(k predKey, args []byte, hits float64, support int64) {
 		if hits <= 0 {
 			return
 		}
-		p := float64(hits) / (float64(support) + o.opts.Shrink)
+		p := hits / (float64(support) + o.opts.Shrink)
 		if i, ok := s.preds[k]; ok {
 			out[i].p = max(out[i].p, p)
 			return
@@ -301,7 +300,7 @@ func (o *Online) predict(s *session) []Prediction {
 		tool := o.x.Tool(pi)
 		c := o.x.Counts(pi)
 		if !o.x.Exact(pi) {
-			add(predKey{tool: tool}, nil, c.ToolHits, c.Support)
+			add(predKey{tool: tool}, nil, float64(c.ToolHits), c.Support)
 			s.fired = append(s.fired, firing{pattern: pi, evaluated: true})
 			return
 		}
@@ -309,15 +308,23 @@ func (o *Online) predict(s *session) []Prediction {
 		// and only at the paths this pattern's mappings name.
 		s.cands = o.x.Eval(pi, pos, h, o.x.Ranks(pi), s.cands[:0])
 		if len(s.cands) == 0 {
-			add(predKey{tool: tool}, nil, c.ElseHits, c.ElseSupport)
+			add(predKey{tool: tool}, nil, float64(c.ElseHits), c.ElseSupport)
 			s.fired = append(s.fired, firing{pattern: pi})
 			return
 		}
-		add(predKey{tool: tool}, nil, c.ToolHits, c.Support)
+		add(predKey{tool: tool}, nil, float64(c.ToolHits), c.Support)
 		f := firing{pattern: pi, evaluated: true, hashes: make([]uint64, len(s.cands))}
 		for _, cd := range s.cands {
 			f.hashes[cd.Rank] = cd.Hash
-			add(predKey{tool: tool, hash: cd.Hash}, cd.Args, o.x.Hits(pi, cd.Rank), c.Support)
+			hits := float64(o.x.Hits(pi, cd.Rank))
+			if cd.Rank > 0 {
+				// Later list elements get a small pseudo-count, falling
+				// with the rank: the traces may never have shown the
+				// second element called next, but it is the best guess
+				// after the first (and parallel calls take several).
+				hits += 1 / float64(cd.Rank+1)
+			}
+			add(predKey{tool: tool, hash: cd.Hash}, cd.Args, hits, c.Support)
 		}
 		s.fired = append(s.fired, f)
 	})

@@ -1,0 +1,84 @@
+package predict_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// TestMinedPredictionReusedThroughEngine mines a trace, serves the pool
+// through the engine, and sees the agent's next call answered from a
+// speculative execution the pattern predicted.
+func TestMinedPredictionReusedThroughEngine(t *testing.T) {
+	ss, err := trace.Collect(trace.NewReader(nil).Events(filepath.Join("..", "pattern", "testdata", "list.jsonl")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pattern.Mine(ss, &pattern.Options{MinSupport: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		online, err := predict.NewOnline(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex // protects runs
+		runs := make(map[string]int)
+		slow := func(out string) backend.Func {
+			return func(ctx context.Context, args json.RawMessage) (string, error) {
+				mu.Lock()
+				runs[string(args)]++
+				mu.Unlock()
+				select {
+				case <-time.After(500 * time.Millisecond):
+					return out, nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+		}
+		tools := backend.Funcs{
+			"list_items": slow(`{"items": [{"name": "x1"}, {"name": "x2"}]}`),
+			"read_item":  slow("content"),
+		}
+		eng := engine.New(engine.Options{
+			Backends:  map[string]engine.Backend{"local": {Backend: tools}},
+			Policy:    &policy.Policy{Tools: map[string]policy.Tool{"read_item": {Allow: true}}},
+			Predictor: online,
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		if _, err := eng.Call(ctx, "agent", "list_items", json.RawMessage(`{"folder":"new"}`)); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"x1", "x2"} {
+			time.Sleep(2 * time.Second) // the model thinks
+			args := json.RawMessage(`{"name":"` + name + `"}`)
+			res, err := eng.Call(ctx, "agent", "read_item", args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Source != engine.Reused || res.Output != "content" {
+				t.Errorf("read_item %s: source %s, output %q; want reused", name, res.Source, res.Output)
+			}
+			mu.Lock()
+			n := runs[string(args)]
+			mu.Unlock()
+			if n != 1 {
+				t.Errorf("read_item %s ran %d times, want once (speculatively)", name, n)
+			}
+		}
+	})
+}

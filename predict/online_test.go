@@ -1,0 +1,256 @@
+package predict
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+func minePool(t testing.TB, files ...string) *pattern.Pool {
+	t.Helper()
+	ss, err := trace.Collect(trace.NewReader(nil).Events(files...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pattern.Mine(ss, &pattern.Options{MinSupport: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func testdata(name string) string { return filepath.Join("..", "pattern", "testdata", name) }
+
+func ev(session string, seq int, tool, args, out string) trace.Event {
+	return trace.Event{Session: session, Seq: seq, Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK, Output: out}
+}
+
+type brief struct {
+	Tool, Args string
+}
+
+func briefs(ps []Prediction) []brief {
+	var out []brief
+	for _, p := range ps {
+		out = append(out, brief{p.Tool, string(p.Args)})
+	}
+	return out
+}
+
+func TestOnlineListCandidates(t *testing.T) {
+	o, err := NewOnline(minePool(t, testdata("list.jsonl")), &OnlineOptions{Frozen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := `{"items": [{"name": "p"}, {"name": "q"}, {"name": "r"}, {"name": "s"}]}`
+	got := briefs(o.Observe(ev("n", 0, "list_items", `{"folder":"x"}`, items)))
+	want := []brief{{"read_item", `{"name":"p"}`}, {"read_item", `{"name":"q"}`}, {"read_item", `{"name":"r"}`}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after list_items (-want +got):\n%s", diff)
+	}
+	// p is used: the first element not used yet comes first. Each call
+	// appears once, however many patterns predict it.
+	got = briefs(o.Observe(ev("n", 1, "read_item", `{"name": "p"}`, "content")))
+	want = []brief{{"read_item", `{"name":"q"}`}, {"read_item", `{"name":"r"}`}, {"read_item", `{"name":"s"}`}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after read_item p (-want +got):\n%s", diff)
+	}
+	// Another session is independent.
+	if got := briefs(o.Observe(ev("m", 0, "list_items", `{"folder":"x"}`, items))); len(got) == 0 || got[0].Args != `{"name":"p"}` {
+		t.Errorf("other session: %v", got)
+	}
+}
+
+func TestOnlineProbabilities(t *testing.T) {
+	o, err := NewOnline(minePool(t, testdata("list.jsonl")), &OnlineOptions{Frozen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	preds := o.Observe(ev("n", 0, "list_items", `{"folder":"x"}`, `{"items": [{"name": "p"}, {"name": "q"}]}`))
+	for i, p := range preds {
+		if p.P <= 0 || p.P > 1 {
+			t.Errorf("prediction %d has p = %v", i, p.P)
+		}
+		if i > 0 && p.P > preds[i-1].P && i > 1 {
+			t.Errorf("predictions not ranked by p after the first: %v", preds)
+		}
+	}
+}
+
+func TestOnlineToolOnly(t *testing.T) {
+	pool := &pattern.Pool{Version: pattern.Version, Mined: pattern.Mined{MaxContext: 2}, Patterns: []pattern.Pattern{
+		{Context: []pattern.Signature{{Tool: "a"}}, Tool: "b", Support: 10, Hits: []int{8}, ToolHits: 8},
+	}}
+	o, err := NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preds := o.Observe(ev("s", 0, "a", `{}`, ""))
+	if len(preds) != 1 || preds[0].Tool != "b" || preds[0].Args != nil {
+		t.Fatalf("predictions = %+v, want b tool-only", preds)
+	}
+	if want := 8.0 / 11; preds[0].P != want {
+		t.Errorf("p = %v, want %v (hits / (support + 1))", preds[0].P, want)
+	}
+	if preds := o.Observe(ev("s", 1, "unknown", `{}`, "")); preds != nil {
+		t.Errorf("after an unknown tool: %+v", preds)
+	}
+}
+
+func TestOnlineLearns(t *testing.T) {
+	pool := minePool(t, testdata("path.jsonl"))
+	support := func(o *Online) int {
+		n := 0
+		for _, p := range o.Index().Snapshot().Patterns {
+			n += p.Support + p.ElseSupport
+		}
+		return n
+	}
+	for _, frozen := range []bool{false, true} {
+		o, err := NewOnline(pool, &OnlineOptions{Frozen: frozen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := support(o)
+		preds := o.Observe(ev("n", 0, "lookup_user", `{"name":"z"}`, `{"user": {"id": "u9"}}`))
+		if len(preds) == 0 || string(preds[0].Args) != `{"user_id":"u9"}` {
+			t.Fatalf("predictions = %+v", preds)
+		}
+		o.Observe(ev("n", 1, "get_profile", `{"user_id":"u9"}`, "{}"))
+		snap := o.Index().Snapshot()
+		grew := support(o) - before
+		if frozen && grew != 0 {
+			t.Errorf("frozen predictor learnt: support grew by %d", grew)
+		}
+		if !frozen {
+			if grew == 0 {
+				t.Error("support did not grow")
+			}
+			for _, p := range snap.Patterns {
+				if p.Tool == "get_profile" && p.Exact && p.Hits[0] != p.Support {
+					t.Errorf("%s: hits %v of support %d, want the hit counted", p.Describe(), p.Hits, p.Support)
+				}
+			}
+		}
+	}
+}
+
+func TestOnlineCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o, err := NewOnline(minePool(t, testdata("path.jsonl")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "pool.json")
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		var cerr error
+		wg.Go(func() { cerr = o.CheckpointEvery(ctx, path, time.Minute) })
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		first, err := pattern.Load(path)
+		if err != nil {
+			t.Fatalf("no checkpoint after one interval: %v", err)
+		}
+		o.Observe(ev("n", 0, "lookup_user", `{"name":"z"}`, `{"user": {"id": "u9"}}`))
+		o.Observe(ev("n", 1, "get_profile", `{"user_id":"u9"}`, "{}"))
+		cancel()
+		wg.Wait()
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		last, err := pattern.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cmp.Equal(first, last) {
+			t.Error("the final checkpoint did not save what was learnt")
+		}
+	})
+}
+
+func TestOnlineSessionsBounded(t *testing.T) {
+	o, err := NewOnline(minePool(t, testdata("path.jsonl")), &OnlineOptions{MaxSessions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b", "a", "c"} {
+		o.Observe(ev(s, 0, "lookup_user", `{}`, `{}`))
+	}
+	o.mu.Lock()
+	_, hasA := o.sessions["a"]
+	_, hasB := o.sessions["b"]
+	n := len(o.sessions)
+	o.mu.Unlock()
+	if n != 2 || !hasA || hasB {
+		t.Errorf("sessions after a, b, a, c with room for 2: n=%d a=%v b=%v; want the least recently active (b) evicted", n, hasA, hasB)
+	}
+	o.Forget("a")
+	o.mu.Lock()
+	_, hasA = o.sessions["a"]
+	o.mu.Unlock()
+	if hasA {
+		t.Error("Forget kept the session")
+	}
+}
+
+func TestOnlineConcurrent(t *testing.T) {
+	o, err := NewOnline(minePool(t, testdata("list.jsonl")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := `{"items": [{"name": "p"}, {"name": "q"}, {"name": "r"}]}`
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				s := fmt.Sprint("s", g, "-", i%5)
+				o.Observe(ev(s, 0, "list_items", `{}`, items))
+				o.Observe(ev(s, 1, "read_item", `{"name":"p"}`, ""))
+				if i%7 == 0 {
+					o.Forget(s)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if err := o.Checkpoint(filepath.Join(t.TempDir(), "p.json")); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+}
+
+func TestNGram(t *testing.T) {
+	g := NewNGram(3)
+	g.Train([]trace.Session{
+		{ID: "1", Events: []trace.Event{ev("1", 0, "a", `{}`, ""), ev("1", 1, "b", `{"x":1}`, ""), ev("1", 2, "c", `{}`, "")}},
+		{ID: "2", Events: []trace.Event{ev("2", 0, "a", `{}`, ""), ev("2", 1, "b", `{"x":2}`, ""), ev("2", 2, "b", `{}`, "")}},
+	})
+	got := g.Observe(ev("s", 0, "a", `{"q":1}`, ""))
+	if len(got) != 1 || got[0].Tool != "b" || got[0].Args != nil || got[0].P != 1 {
+		t.Errorf("after a: %+v, want b tool-only with p 1", got)
+	}
+	got = g.Observe(ev("s", 1, "b", `{"x":3}`, ""))
+	// After (a, b): c or b, half each; b repeats its last arguments.
+	want := []brief{{"b", `{"x":3}`}, {"c", ""}}
+	if diff := cmp.Diff(want, briefs(got)); diff != "" {
+		t.Errorf("after a, b (-want +got):\n%s", diff)
+	}
+	g.Forget("s")
+	if got := g.Observe(ev("s", 0, "b", `{}`, "")); len(got) == 0 || got[0].Args == nil {
+		t.Errorf("after Forget, b then: %+v", got)
+	}
+}
