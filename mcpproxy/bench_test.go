@@ -1,0 +1,156 @@
+package mcpproxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/engine"
+)
+
+// The added latency of ahead per tools/call, against the same upstream
+// called direct. Each iteration makes one direct call and one through ahead,
+// interleaved, so both see the same machine; the benchmark reports the
+// latency percentiles of each and the ratio of the means (no speculation:
+// every call is executed, which is ahead's worst case).
+//
+//	go test -run '^$' -bench AddedLatency -benchtime 2000x ./mcpproxy
+
+func BenchmarkAddedLatencyStdio(b *testing.B) {
+	server, err := conformanceServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	up := Upstream{Name: "everything", Command: server}
+	direct := benchClient(b, func() mcp.Transport {
+		t, err := up.transport(io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t
+	})
+	via := benchClient(b, func() mcp.Transport { return stdioProxy(b, up) })
+	measure(b, direct, via, "test_simple_text")
+}
+
+func BenchmarkAddedLatencyHTTP(b *testing.B) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, a struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
+	// Closed after the clients (cleanups run last first): a server waits
+	// for its open streams.
+	b.Cleanup(upSrv.Close)
+	up := Upstream{Name: "bench", URL: upSrv.URL}
+
+	x := benchProxy(b, up)
+	viaSrv := httptest.NewServer(x.Handler())
+	b.Cleanup(viaSrv.Close)
+	direct := benchClient(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: upSrv.URL} })
+	via := benchClient(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: viaSrv.URL} })
+	measure(b, direct, via, "echo")
+}
+
+func benchProxy(b *testing.B, up Upstream) *Proxy {
+	p, err := New(Options{Upstreams: []Upstream{up}, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng := engine.New(engine.Options{Backends: p.Backends(), Route: p.Route, Logger: slog.New(slog.DiscardHandler)})
+	p.Attach(eng)
+	b.Cleanup(func() {
+		p.Close()
+		eng.Close()
+	})
+	return p
+}
+
+// stdioProxy serves the proxy over a pair of OS pipes, as ahead mcp does
+// on its stdin and stdout, and returns the agent's end.
+func stdioProxy(b *testing.B, up Upstream) mcp.Transport {
+	p := benchProxy(b, up)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Serve(ctx, &mcp.IOTransport{Reader: inR, Writer: outW})
+	}()
+	b.Cleanup(func() {
+		cancel()
+		inW.Close()
+		<-done
+		outR.Close()
+	})
+	return &mcp.IOTransport{Reader: outR, Writer: inW}
+}
+
+func benchClient(b *testing.B, t func() mcp.Transport) *mcp.ClientSession {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)}).
+		Connect(context.Background(), t(), &mcp.ClientSessionOptions{ProtocolVersion: agentProtocol})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func measure(b *testing.B, direct, via *mcp.ClientSession, tool string) {
+	ctx := context.Background()
+	params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hello"}}
+	one := func(cs *mcp.ClientSession) time.Duration {
+		t0 := time.Now()
+		res, err := cs.CallTool(ctx, params)
+		d := time.Since(t0)
+		if err != nil || res.IsError {
+			b.Fatalf("calling %s: %v %v", tool, err, res)
+		}
+		return d
+	}
+	for range 50 { // warm both paths (connections, the engine's tables)
+		one(direct)
+		one(via)
+	}
+	var ds, vs []time.Duration
+	for b.Loop() {
+		ds = append(ds, one(direct))
+		vs = append(vs, one(via))
+	}
+	pct := func(s []time.Duration, p float64) float64 {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds())
+	}
+	mean := func(s []time.Duration) float64 {
+		var t time.Duration
+		for _, d := range s {
+			t += d
+		}
+		return float64(t.Microseconds()) / float64(len(s))
+	}
+	b.ReportMetric(pct(ds, 0.5), "direct_p50_us")
+	b.ReportMetric(pct(ds, 0.99), "direct_p99_us")
+	b.ReportMetric(pct(vs, 0.5), "ahead_p50_us")
+	b.ReportMetric(pct(vs, 0.99), "ahead_p99_us")
+	b.ReportMetric(pct(vs, 0.5)-pct(ds, 0.5), "added_p50_us")
+	b.ReportMetric(pct(vs, 0.99)-pct(ds, 0.99), "added_p99_us")
+	b.ReportMetric(mean(vs)/mean(ds), "ratio_mean")
+}
