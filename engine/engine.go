@@ -75,7 +75,8 @@ type Recorder interface {
 type Backend struct {
 	Backend backend.Backend
 	// Tools lists the tools it serves, for the default router. A backend
-	// with no tools serves every tool no other backend lists.
+	// with no tools serves every tool no other backend lists, if it is the
+	// only backend without a list.
 	Tools  []string
 	Limits sched.Limits
 }
@@ -185,6 +186,7 @@ type Engine struct {
 	bytes    int64 // their size
 	totals   Totals
 	pending  []trace.Event // speculative records to write after unlocking
+	quiet    bool          // Quiesce was called: no new speculation
 	closed   bool
 
 	stop chan struct{}
@@ -205,15 +207,21 @@ func New(opts Options) *Engine {
 		stop:     make(chan struct{}),
 	}
 	limits := make(map[string]sched.Limits)
+	var unlisted []string
 	for name, b := range opts.Backends {
 		e.backends[name] = b.Backend
 		limits[name] = b.Limits
 		if len(b.Tools) == 0 {
-			e.fallback = name
+			unlisted = append(unlisted, name)
 		}
 		for _, t := range b.Tools {
 			e.routes[t] = name
 		}
+	}
+	if len(unlisted) == 1 {
+		// With several backends without a tools list, which would serve
+		// an unlisted tool is ambiguous: none does (set Route to decide).
+		e.fallback = unlisted[0]
 	}
 	e.sched = sched.New(sched.Options{Backends: limits, SpecBudget: opts.SpecBudget})
 	e.metrics.collectQueues(e.sched)
@@ -243,6 +251,30 @@ func (e *Engine) Close() {
 	// Speculative runs that were cancelled above have returned now and
 	// settled; write their records.
 	e.mu.Lock()
+	e.unlock()
+}
+
+// Quiesce stops speculation for good while calls go on being served: the
+// queued and running speculative work that no call has claimed is
+// cancelled, and no new work is started (the predictor still observes
+// every call, so it keeps learning). Servers call it when they begin to
+// shut down: nothing would claim new speculation, and the calls still in
+// flight should not share slots with it.
+func (e *Engine) Quiesce() {
+	e.mu.Lock()
+	e.quiet = true
+	for _, s := range e.sessions {
+		for _, en := range s.entries {
+			if !en.done {
+				e.removeLocked(en, OutcomeCancelled)
+			}
+		}
+	}
+	for _, en := range e.shared {
+		if !en.done {
+			e.removeLocked(en, OutcomeCancelled)
+		}
+	}
 	e.unlock()
 }
 

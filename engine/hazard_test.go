@@ -536,3 +536,37 @@ func TestRecording(t *testing.T) {
 		}
 	})
 }
+
+func TestQuiesce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{Predictor: predictAfter("list", read("a", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(100 * time.Millisecond) // the speculative read is running
+		h.eng.Quiesce()
+		synctest.Wait()
+		if st := h.eng.Stats(); st.Entries != 0 || st.Outcomes[engine.OutcomeCancelled] != 1 {
+			t.Errorf("after Quiesce: %d entries, %d cancelled; want 0 and 1", st.Entries, st.Outcomes[engine.OutcomeCancelled])
+		}
+		h.call("s", "list", `{}`) // still served, but starts nothing
+		time.Sleep(3 * time.Second)
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Executed {
+			t.Errorf("read after Quiesce: %s, want executed", res.Source)
+		}
+		if n := len(h.st.speculative()); n != 1 {
+			t.Errorf("%d speculative executions, want only the one before Quiesce", n)
+		}
+	})
+}
+
+func TestAmbiguousFallbackRoutesNothing(t *testing.T) {
+	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{
+		"x": {Backend: newStore(0)}, "y": {Backend: newStore(0)}, "z": {Backend: newStore(0), Tools: []string{"read"}},
+	}})
+	defer eng.Close()
+	if _, err := eng.Call(t.Context(), "s", "list", nil); !errors.Is(err, engine.ErrUnknownTool) {
+		t.Errorf("unlisted tool with two catch-all backends: %v, want ErrUnknownTool", err)
+	}
+	if _, err := eng.Call(t.Context(), "s", "read", json.RawMessage(`{"path":"a"}`)); err != nil {
+		t.Errorf("listed tool: %v", err)
+	}
+}

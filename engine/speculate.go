@@ -37,7 +37,7 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 	now := time.Now()
 	e.mu.Lock()
 	defer e.unlock()
-	if s.gone || e.closed {
+	if s.gone || e.closed || e.quiet {
 		return
 	}
 	var cands []candidate

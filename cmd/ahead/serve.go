@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +22,6 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/mcpproxy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -108,9 +106,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writ
 	case <-ctx.Done():
 	}
 	logger.Info("ahead serve: shutting down", "grace", cfg.ShutdownGrace)
-	// No new speculation from here on: nothing will claim it. What runs
-	// already is cancelled by the engine's Close, once the calls in flight
-	// (which may be waiting for a promoted speculative run) are answered.
+	// No speculation from here on: nothing will claim it. Promoted runs
+	// (calls in flight are waiting for them) are authoritative and go on.
 	st.quiesce()
 	// Shutdown closes the listener at once and waits for the calls in
 	// flight; their contexts stay live, so they finish normally.
@@ -136,8 +133,7 @@ type stack struct {
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
 	predictor *patternPredictor
-	quiet     *quiescingPredictor // wraps predictor
-	mcp       *mcpproxy.Proxy     // nil without mcpServers
+	mcp       *mcpproxy.Proxy // nil without mcpServers
 }
 
 // openStack builds the engine and what it needs from cfg. On error,
@@ -227,8 +223,7 @@ func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.
 	}
 	// Interface fields stay nil (not a typed nil) when unset.
 	if st.predictor != nil {
-		st.quiet = &quiescingPredictor{Predictor: st.predictor}
-		opts.Predictor = st.quiet
+		opts.Predictor = st.predictor
 	}
 	if st.recorder != nil {
 		opts.Recorder = st.recorder
@@ -284,28 +279,10 @@ func (st *stack) close() error {
 	return errors.Join(errs...)
 }
 
-// quiesce stops new speculative work; calls are still served.
-func (st *stack) quiesce() {
-	if st.quiet != nil {
-		st.quiet.off.Store(true)
-	}
-}
-
-// quiescingPredictor stops predicting once off is set (at shutdown). It
-// still passes events to the predictor, which learns from the calls that
-// finish during the drain.
-type quiescingPredictor struct {
-	engine.Predictor
-	off atomic.Bool
-}
-
-func (q *quiescingPredictor) Observe(ev trace.Event) []predict.Prediction {
-	preds := q.Predictor.Observe(ev)
-	if q.off.Load() {
-		return nil
-	}
-	return preds
-}
+// quiesce stops speculation (queued and running work is cancelled, none
+// starts) while the calls in flight are still served; the predictor keeps
+// learning from them.
+func (st *stack) quiesce() { st.eng.Quiesce() }
 
 func (st *stack) patternCount() int {
 	if st.predictor == nil {
