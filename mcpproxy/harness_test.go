@@ -35,6 +35,7 @@ type files struct {
 type testServer struct {
 	mu       sync.Mutex
 	sessions []*mcp.ServerSession
+	servers  []*mcp.Server
 	state    []*files
 	connects int
 	// release, if set, is what the "slow" tool waits for.
@@ -167,11 +168,13 @@ func (ts *testServer) transport() (mcp.Transport, error) {
 	ts.connects++
 	st := &files{data: map[string]string{"a.txt": "alpha", "b.txt": "beta"}, reads: map[string]int{}}
 	ct, st2 := mcp.NewInMemoryTransports()
-	ss, err := ts.newServer(st).Connect(context.Background(), st2, nil)
+	srv := ts.newServer(st)
+	ss, err := srv.Connect(context.Background(), st2, nil)
 	if err != nil {
 		return nil, err
 	}
 	ts.sessions = append(ts.sessions, ss)
+	ts.servers = append(ts.servers, srv)
 	ts.state = append(ts.state, st)
 	return ct, nil
 }
@@ -185,6 +188,12 @@ func (ts *testServer) kill() {
 	for _, s := range ss {
 		s.Close()
 	}
+}
+
+func (ts *testServer) server(i int) *mcp.Server {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.servers[i]
 }
 
 func (ts *testServer) files(i int) *files {
