@@ -207,9 +207,17 @@ func TestForwardsProgressLoggingSamplingElicitationRoots(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("slow failed: %v", text(res))
 	}
-	a.mu.Lock()
-	progress, logs := slices.Clone(a.progress), slices.Clone(a.logs)
-	a.mu.Unlock()
+	// Notifications may be handled after the result they preceded.
+	var progress, logs []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		a.mu.Lock()
+		progress, logs = slices.Clone(a.progress), slices.Clone(a.logs)
+		a.mu.Unlock()
+		if len(progress) > 0 && len(logs) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if !slices.Equal(progress, []string{"tok-1:1/2 half"}) {
 		t.Errorf("progress = %q, want the upstream's, with the agent's token", progress)
 	}
