@@ -56,8 +56,9 @@ type cpattern struct {
 }
 
 type csource struct {
-	ctx  int   // context element, counted back from the latest
-	sig  int32 // if > 0, the session's most recent event with this signature instead
+	ctx   int   // context element, counted back from the latest
+	sig   int32 // if > 0, the session's most recent event with this signature instead
+	every bool  // a list: read in every recent event with sig
 	part string
 	ptr  string   // the path as a JSON pointer (memo key)
 	path []string // the path's tokens
@@ -158,6 +159,7 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.every = pt.List.Every
 		cp.list = &s
 	}
 	for _, m := range pt.Args {
@@ -385,6 +387,9 @@ type History interface {
 	// Last returns the session's most recent event with a signature id,
 	// or nil.
 	Last(sig int32) *Payload
+	// Each calls fn with the session's last MaxEvery events with a
+	// signature id, the most recent first, until fn returns false.
+	Each(sig int32, fn func(*Payload) bool)
 	// Used reports whether the session already made a call (by CallHash).
 	Used(call uint64) bool
 }
@@ -431,15 +436,11 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 		}
 		return append(dst, Candidate{Args: args, Hash: CallHash(cp.tool, args)})
 	}
-	list, text, _, ok := cp.resolve(cp.list, pos, h, nil)
-	if !ok || text {
-		return dst
-	}
 	start := len(dst)
-	rank := 0
+	rank, scanned := 0, 0
 	var scratch []byte
-	eachElem(list, func(n int, el []byte) bool {
-		if n >= maxListScan || rank >= max {
+	each := func(n int, el []byte) bool {
+		if scanned++; scanned > maxListScan || rank >= max {
 			return false
 		}
 		var ok bool
@@ -454,8 +455,42 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 		dst = append(dst, Candidate{Args: slices.Clone(scratch), Hash: hash, Rank: rank})
 		rank++
 		return true
-	})
+	}
+	if cp.list.every {
+		h.Each(cp.list.sig, func(p *Payload) bool {
+			if list, ok := p.listAt(cp.list); ok {
+				eachElem(list, each)
+			}
+			return rank < max && scanned <= maxListScan
+		})
+		return dst
+	}
+	list, text, _, ok := cp.resolve(cp.list, pos, h, nil)
+	if !ok || text {
+		return dst
+	}
+	eachElem(list, each)
 	return dst
+}
+
+// listAt returns the JSON array a list source names in this event.
+func (p *Payload) listAt(s *csource) ([]byte, bool) {
+	raw := p.Args
+	if s.part == PartOutput {
+		if !p.outputIsJSON() {
+			return nil, false
+		}
+		raw = p.Output
+	}
+	if len(s.path) == 0 {
+		return raw, raw != nil
+	}
+	m := p.memo(s.part, s.ptr)
+	if !m.looked {
+		m.looked = true
+		m.raw, m.rawOK = lookup(raw, s.path)
+	}
+	return m.raw, m.rawOK
 }
 
 // resolve returns the value a source names: JSON, or text (for a text

@@ -215,24 +215,39 @@ func (m *miner) discover() {
 			}
 			// Sources: the k calls before, and the most recent call of
 			// each earlier signature.
+			// Older events of a signature are searched for list
+			// elements only (see ListSource.Every).
 			type src struct {
-				e      int
-				recent bool
+				e    int
+				rank int // 0 for the most recent event of its signature
 			}
 			var srcs []src
-			seen := make(map[int32]bool)
+			seen := make(map[int32]int)
 			for e := t - 1; e >= first; e-- {
-				recent := !seen[m.events[e].sig]
-				seen[m.events[e].sig] = true
-				if t-e <= m.o.MaxContext || (recent && len(seen) <= maxSigSources) {
-					srcs = append(srcs, src{e, recent})
+				sig := m.events[e].sig
+				rank := seen[sig]
+				seen[sig]++
+				if t-e <= m.o.MaxContext || (rank == 0 && len(seen) <= maxSigSources) || (rank < MaxEvery && len(seen) <= maxSigSources) {
+					srcs = append(srcs, src{e, rank})
 				}
 			}
 			var out []rawCand
 			for _, a := range me.args {
 				start := len(out)
 				for _, s := range srcs {
-					out = findSources(out, get(s.e), a.name, a.value, int32(t-s.e), s.recent)
+					from := len(out)
+					out = findSources(out, get(s.e), a.name, a.value, int32(t-s.e), s.rank == 0)
+					if s.rank > 0 && t-s.e > m.o.MaxContext {
+						// Beyond the context and not the latest of its
+						// signature: only a list of every such event reaches it.
+						kept := out[:from]
+						for _, rc := range out[from:] {
+							if rc.list != "" {
+								kept = append(kept, rc)
+							}
+						}
+						out = kept
+					}
 					if len(out)-start >= maxCandsPerArg {
 						out = out[:start+maxCandsPerArg]
 						break
@@ -352,6 +367,32 @@ func (m *miner) exactPatterns(c minedContext, ctx []Signature, tool string, hit 
 			variants = append(variants, pick(perArg, ai, r))
 		}
 	}
+	// And for each list, every argument read from the same element where
+	// it can be: the arguments of one call usually come from one record
+	// (a flight's number and date), even when another source explains an
+	// argument as often on its own.
+	var lists []*ListSource
+	for _, cands := range perArg {
+		for _, ac := range cands {
+			if ac.list != nil && !slices.ContainsFunc(lists, func(l *ListSource) bool { return sameList(l, ac.list) }) {
+				lists = append(lists, ac.list)
+			}
+		}
+	}
+	for _, l := range lists {
+		v := make([]*argCand, len(perArg))
+		for ai, cands := range perArg {
+			v[ai] = cands[0]
+			if i := slices.IndexFunc(cands, func(ac *argCand) bool { return ac.list != nil && sameList(ac.list, l) }); i >= 0 {
+				v[ai] = cands[i]
+			} else if cands[0].list != nil {
+				if i := slices.IndexFunc(cands, func(ac *argCand) bool { return ac.list == nil }); i >= 0 {
+					v[ai] = cands[i]
+				}
+			}
+		}
+		variants = append(variants, v)
+	}
 	var out []Pattern
 	seen := make(map[string]bool)
 	for _, v := range variants {
@@ -408,9 +449,9 @@ func pick(perArg [][]*argCand, ai, r int) []*argCand {
 			list = ac.list
 			continue
 		}
-		if *ac.list != *list || !sameRef(ac.list.From, list.From) {
+		if !sameList(ac.list, list) {
 			for _, alt := range perArg[i] {
-				if alt.list == nil || (*alt.list == *list && sameRef(alt.list.From, list.From)) {
+				if alt.list == nil || sameList(alt.list, list) {
 					v[i] = alt
 					break
 				}
@@ -418,6 +459,10 @@ func pick(perArg [][]*argCand, ai, r int) []*argCand {
 		}
 	}
 	return v
+}
+
+func sameList(a, b *ListSource) bool {
+	return a.Part == b.Part && a.Path == b.Path && a.Every == b.Every && sameRef(a.From, b.From)
 }
 
 func sameRef(a, b Ref) bool {
@@ -438,7 +483,7 @@ func (m *miner) assemble(ctx []Signature, tool string, v []*argCand) (Pattern, b
 			if pt.List == nil {
 				l := *ac.list
 				pt.List = &l
-			} else if *pt.List != *ac.list || !sameRef(pt.List.From, ac.list.From) {
+			} else if !sameList(pt.List, ac.list) {
 				return Pattern{}, false
 			}
 		}
@@ -505,6 +550,12 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 				s := m.x.sigs[m.events[t-int(rc.back)].sig]
 				refs = append(refs, Ref{Sig: &s})
 			}
+			if rc.list != "" {
+				// The list in every recent event of the signature: the
+				// same mapping whichever of them held the value.
+				s := m.x.sigs[m.events[t-int(rc.back)].sig]
+				refs = append(refs, Ref{Sig: &s, Ctx: everyRef})
+			}
 			for _, r := range refs {
 				key := rawKey(rc, r)
 				f, ok := found[key]
@@ -557,6 +608,9 @@ func complexity(ac *argCand) int {
 	n := 0
 	if ac.list != nil {
 		n += 2
+		if ac.list.Every {
+			n++
+		}
 	}
 	if ac.m.Text != nil {
 		n += 2
@@ -603,6 +657,9 @@ func patternComplexity(pt *Pattern) int {
 		if pt.List.From.Sig != nil {
 			n++
 		}
+		if pt.List.Every {
+			n++
+		}
 	}
 	for i := range pt.Args {
 		n += complexity(&argCand{m: pt.Args[i]})
@@ -610,11 +667,19 @@ func patternComplexity(pt *Pattern) int {
 	return n
 }
 
+// everyRef marks, in the Ctx of a Ref built during discovery, a list read
+// from every recent event of the signature (ListSource.Every).
+const everyRef = -1
+
 func candFromRaw(rc *rawCand, r Ref) *argCand {
 	mp := Mapping{Arg: rc.arg, Part: rc.part, Path: rc.path, Text: rc.sel, Norm: rc.norm, Prefix: rc.prefix, Suffix: rc.suffix}
 	ac := &argCand{}
 	if rc.list != "" {
-		ac.list = &ListSource{From: r, Part: rc.part, Path: rc.list}
+		every := r.Ctx == everyRef
+		if every {
+			r.Ctx = 0
+		}
+		ac.list = &ListSource{From: r, Part: rc.part, Path: rc.list, Every: every}
 		mp.Part = PartItem
 	} else {
 		mp.From = &r
@@ -644,6 +709,18 @@ func (h *mineHistory) Last(sig int32) *Payload {
 		}
 	}
 	return nil
+}
+
+func (h *mineHistory) Each(sig int32, fn func(*Payload) bool) {
+	n := 0
+	for e := h.target - 1; e >= h.first && n < MaxEvery; e-- {
+		if h.m.events[e].sig == sig {
+			n++
+			if !fn(&h.m.events[e].pay) {
+				return
+			}
+		}
+	}
 }
 
 func (h *mineHistory) Used(call uint64) bool {

@@ -199,6 +199,14 @@ func (h *testHistory) Last(sig int32) *Payload {
 	return nil
 }
 
+func (h *testHistory) Each(sig int32, fn func(*Payload) bool) {
+	for i := len(h.sigs) - 1; i >= 0; i-- {
+		if h.sigs[i] == sig && !fn(&h.pays[i]) {
+			return
+		}
+	}
+}
+
 func (h *testHistory) Used(call uint64) bool { return h.used[call] }
 
 func TestMineDeterministic(t *testing.T) {

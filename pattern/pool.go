@@ -98,12 +98,19 @@ const (
 )
 
 // ListSource is where a pattern's list lies: the JSON array at Path (a JSON
-// pointer) in Part of the event From.
+// pointer) in Part of the event From. With Every (and a signature
+// reference), the lists of the session's last MaxEvery events with that
+// signature, the most recent first, are read as one: the flights of every
+// reservation looked at, not only the last one's.
 type ListSource struct {
-	From Ref    `json:"from"`
-	Part string `json:"part"`
-	Path string `json:"path"`
+	From  Ref    `json:"from"`
+	Part  string `json:"part"`
+	Path  string `json:"path"`
+	Every bool   `json:"every,omitempty"`
 }
+
+// MaxEvery bounds the events a ListSource with Every reads.
+const MaxEvery = 8
 
 // TextSel selects from a text: line Line (negative counts from the end:
 // -1 is the last line), trimmed; then, if Token is set, its token Token
@@ -299,6 +306,9 @@ func (pt *Pattern) validate() error {
 	if pt.List != nil {
 		if err := checkRef(pt.List.From, pt.Context, "list"); err != nil {
 			return err
+		}
+		if pt.List.Every && pt.List.From.Sig == nil {
+			return errors.New("list: every needs a signature reference")
 		}
 		if pt.List.Part != PartArgs && pt.List.Part != PartOutput {
 			return fmt.Errorf("list: part %q (want args or output)", pt.List.Part)

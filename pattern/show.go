@@ -22,7 +22,11 @@ func (m *Mapping) Describe(list *ListSource) string {
 	var src string
 	switch m.Part {
 	case PartItem:
-		src = "each(" + describeSource(list.From, list.Part, list.Path) + ")" + m.Path
+		src = describeSource(list.From, list.Part, list.Path)
+		if list.Every {
+			src = "every " + src
+		}
+		src = "each(" + src + ")" + m.Path
 	default:
 		src = describeSource(*m.From, m.Part, m.Path)
 	}

@@ -109,8 +109,9 @@ type session struct {
 	// ring holds the last k events (the window), oldest at head.
 	ring []*slot
 	head int
-	// last holds the most recent event of each signature.
-	last map[int32]*slot
+	// last holds the most recent events of each signature (at most
+	// pattern.MaxEvery, the oldest first).
+	last map[int32][]*slot
 	// used holds the calls made (CallHash), the oldest dropped first.
 	used  map[uint64]int
 	order []uint64
@@ -150,7 +151,7 @@ func (o *Online) session(id string) *session {
 		if len(o.sessions) >= o.opts.MaxSessions {
 			o.evictLocked()
 		}
-		s = &session{last: make(map[int32]*slot), used: make(map[uint64]int), preds: make(map[predKey]int)}
+		s = &session{last: make(map[int32][]*slot), used: make(map[uint64]int), preds: make(map[predKey]int)}
 		o.sessions[id] = s
 	}
 	s.lastUse = o.clock
@@ -235,7 +236,12 @@ func (o *Online) push(s *session, ev trace.Event) {
 		s.head = (s.head + 1) % o.k
 	}
 	if sl.sig != pattern.UnknownSig {
-		s.last[sl.sig] = sl
+		l := s.last[sl.sig]
+		if len(l) == pattern.MaxEvery {
+			copy(l, l[1:])
+			l = l[:len(l)-1]
+		}
+		s.last[sl.sig] = append(l, sl)
 	}
 	s.n++
 }
@@ -261,10 +267,19 @@ func (h history) At(pos int) *pattern.Payload {
 }
 
 func (h history) Last(sig int32) *pattern.Payload {
-	if sl := h.s.last[sig]; sl != nil {
-		return &sl.pay
+	if l := h.s.last[sig]; len(l) > 0 {
+		return &l[len(l)-1].pay
 	}
 	return nil
+}
+
+func (h history) Each(sig int32, fn func(*pattern.Payload) bool) {
+	l := h.s.last[sig]
+	for i := len(l) - 1; i >= 0; i-- {
+		if !fn(&l[i].pay) {
+			return
+		}
+	}
 }
 
 func (h history) Used(call uint64) bool { return h.s.used[call] > 0 }
@@ -338,14 +353,12 @@ type scored struct {
 	p    float64
 }
 
-// rank orders predictions for speculation and cuts the list:
-//
-//   - first, the best concrete call of the most likely next tool (its
-//     tool-only guess if it has none), so that the likeliest tool is never
-//     crowded out by many calls of another;
-//   - then the other concrete calls by p;
-//   - then tool-only guesses by p, for tools without concrete calls (for a
-//     tool with some, a warm-up adds nothing to running them).
+// rank orders predictions for speculation and cuts the list: first the
+// best concrete call of the most likely next tool (its tool-only guess if
+// it has none), so that the likeliest tool is never crowded out by several
+// calls of another; then the rest by p. Tool-only guesses are kept only for
+// tools without concrete calls: for a tool with some, a warm-up adds
+// nothing to running them.
 func rank(out []scored, limit int) []Prediction {
 	var best string
 	bestP := -1.0
@@ -359,12 +372,6 @@ func rank(out []scored, limit int) []Prediction {
 	}
 	out = slices.DeleteFunc(out, func(sc scored) bool { return sc.key.hash == 0 && hasExact(sc.key.tool) })
 	slices.SortFunc(out, func(a, b scored) int {
-		if at, bt := a.key.hash == 0, b.key.hash == 0; at != bt {
-			if at {
-				return 1
-			}
-			return -1
-		}
 		if c := cmp.Compare(b.p, a.p); c != 0 {
 			return c
 		}
