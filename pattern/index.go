@@ -59,9 +59,9 @@ type csource struct {
 	ctx   int   // context element, counted back from the latest
 	sig   int32 // if > 0, the session's most recent event with this signature instead
 	every bool  // a list: read in every recent event with sig
-	part string
-	ptr  string   // the path as a JSON pointer (memo key)
-	path []string // the path's tokens
+	part  string
+	ptr   string   // the path as a JSON pointer (memo key)
+	path  []string // the path's tokens
 }
 
 type cmapping struct {
