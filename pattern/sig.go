@@ -277,11 +277,10 @@ func evalDiscriminator(sessions []trace.Session, tool, arg, kind string, n int, 
 	// A value must be common across sessions, not frequent in a few:
 	// identifiers recur within a session (and across the sessions of one
 	// task) but say nothing about other tasks.
-	minFreq := max(3, n/50)
 	minSessions := max(3, toolSessions/10)
 	var values []string
 	for v, c := range freq {
-		if c >= minFreq && inSessions[v] >= minSessions {
+		if c >= 3 && inSessions[v] >= minSessions {
 			values = append(values, v)
 		}
 	}
@@ -295,15 +294,33 @@ func evalDiscriminator(sessions []trace.Session, tool, arg, kind string, n int, 
 	if len(values) > o.maxValues {
 		values = values[:o.maxValues]
 	}
-	covered := 0
-	for _, v := range values {
-		covered += freq[v]
+	// Keep the number of values that tells most about the next call once
+	// its cost is paid: more values tell more, and cost more.
+	best, bestGain := 0, math.Inf(-1)
+	for v := 2; v <= len(values); v++ {
+		covered := 0
+		for _, x := range values[:v] {
+			covered += freq[x]
+		}
+		// The values must describe most calls, not a few memorable ones.
+		if covered*2 < n {
+			continue
+		}
+		if g, ok := discriminatorGain(sessions, tool, arg, kind, values[:v], o); ok && g > bestGain {
+			best, bestGain = v, g
+		}
 	}
-	// Identifiers repeat across sessions of one task; a discriminator's
-	// values must describe most calls, not a few memorable ones.
-	if len(values) < 2 || covered*2 < n {
+	if best == 0 || bestGain < o.minGain {
 		return Discriminator{}, false
 	}
+	kept := slices.Clone(values[:best])
+	slices.Sort(kept)
+	return Discriminator{Tool: tool, Arg: arg, Kind: kind, Values: kept, Gain: math.Round(bestGain*1000) / 1000}, true
+}
+
+// discriminatorGain measures, in bits, what the values tell about the next
+// call, less the cost of the parameters it takes to say it.
+func discriminatorGain(sessions []trace.Session, tool, arg, kind string, values []string, o discoverOptions) (float64, bool) {
 	kept := make(map[string]bool, len(values))
 	for _, v := range values {
 		kept[v] = true
@@ -333,20 +350,19 @@ func evalDiscriminator(sessions []trace.Session, tool, arg, kind string, n int, 
 			if next.Tool == tool {
 				label += "\x00" + read(next)
 			}
-			d := read(ev)
-			pair := [2]string{d, label}
+			pair := [2]string{read(ev), label}
 			if seen[pair] {
 				continue
 			}
 			seen[pair] = true
 			joint[pair]++
-			dcount[d]++
+			dcount[pair[0]]++
 			lcount[label]++
 			total++
 		}
 	}
 	if total < o.minCount {
-		return Discriminator{}, false
+		return 0, false
 	}
 	h := func(m map[string]int) float64 {
 		e := 0.0
@@ -356,23 +372,17 @@ func evalDiscriminator(sessions []trace.Session, tool, arg, kind string, n int, 
 		}
 		return e
 	}
-	hl := h(lcount)
 	hjoint := 0.0
 	for _, c := range joint {
 		p := float64(c) / float64(total)
 		hjoint -= p * math.Log2(p)
 	}
-	mi := hl + h(dcount) - hjoint
+	mi := h(lcount) + h(dcount) - hjoint
 	// The information must pay for the parameters it takes to describe
 	// it: the BIC penalty of the (|D|-1)(|L|-1) extra parameters of the
 	// joint model, (|D|-1)(|L|-1) log2(n) / 2n bits. It is several times
 	// the small-sample bias of mutual information, and it is what keeps
 	// identifiers (which do predict, within the task they belong to) out.
 	penalty := float64((len(dcount)-1)*(len(lcount)-1)) * math.Log2(float64(total)) / (2 * float64(total))
-	gain := mi - penalty
-	if gain < o.minGain {
-		return Discriminator{}, false
-	}
-	slices.Sort(values)
-	return Discriminator{Tool: tool, Arg: arg, Kind: kind, Values: values, Gain: math.Round(gain*1000) / 1000}, true
+	return mi - penalty, true
 }
