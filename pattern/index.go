@@ -36,6 +36,7 @@ type Index struct {
 	byCtx  map[ctxKey][]int32
 	pats   []*cpattern
 	maxCtx int
+	every  map[int32]bool // signatures some list reads in every recent event of
 }
 
 type ctxKey struct {
@@ -99,6 +100,7 @@ func newIndex(disc []Discriminator) *Index {
 		ids:    map[Signature]int32{StartSignature: StartSig},
 		sigs:   []Signature{{}, StartSignature},
 		byCtx:  make(map[ctxKey][]int32),
+		every:  make(map[int32]bool),
 	}
 	return x
 }
@@ -160,6 +162,9 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 			return nil, err
 		}
 		s.every = pt.List.Every
+		if s.every {
+			x.every[s.sig] = true
+		}
 		cp.list = &s
 	}
 	for _, m := range pt.Args {
@@ -177,6 +182,16 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 		cp.args = append(cp.args, cm)
 	}
 	return cp, nil
+}
+
+// History returns how many of the session's most recent events with a
+// signature id the pool's mappings may read: MaxEvery for signatures a
+// list reads in every recent event of, else 1.
+func (x *Index) History(sig int32) int {
+	if x.every[sig] {
+		return MaxEvery
+	}
+	return 1
 }
 
 // Len returns the number of patterns.

@@ -109,8 +109,9 @@ type session struct {
 	// ring holds the last k events (the window), oldest at head.
 	ring []*slot
 	head int
-	// last holds the most recent events of each signature (at most
-	// pattern.MaxEvery, the oldest first).
+	// last holds the most recent events of each signature, the oldest
+	// first: as many as the pool may read (Index.History), so a session
+	// keeps at most k + Σ History(sig) events, whatever its length.
 	last map[int32][]*slot
 	// used holds the calls made (CallHash), the oldest dropped first.
 	used  map[uint64]int
@@ -237,7 +238,7 @@ func (o *Online) push(s *session, ev trace.Event) {
 	}
 	if sl.sig != pattern.UnknownSig {
 		l := s.last[sl.sig]
-		if len(l) == pattern.MaxEvery {
+		if len(l) >= o.x.History(sl.sig) {
 			copy(l, l[1:])
 			l = l[:len(l)-1]
 		}
