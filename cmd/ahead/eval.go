@@ -109,6 +109,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 			}
 			if ev.Seq == s.Events[0].Seq {
 				res.First++
+			} else {
+				res.later.add(ev.Tool, key, kerr == nil, preds)
 			}
 			res.ahead.add(ev.Tool, key, kerr == nil, preds)
 			res.ngram.add(ev.Tool, key, kerr == nil, base)
@@ -233,20 +235,24 @@ type toolResult struct {
 }
 
 type evalResult struct {
-	Sessions         int           `json:"sessions"`
-	Calls            int           `json:"calls"`
-	First            int           `json:"first_calls"`
-	BaselineInSample bool          `json:"baseline_in_sample"`
-	Ahead            Metrics       `json:"ahead"`
-	NGram            Metrics       `json:"ngram"`
-	Tools            []*toolResult `json:"tools"`
-	ahead, ngram     scores
-	tools            map[string]*toolResult
+	Sessions         int     `json:"sessions"`
+	Calls            int     `json:"calls"`
+	First            int     `json:"first_calls"`
+	BaselineInSample bool    `json:"baseline_in_sample"`
+	Ahead            Metrics `json:"ahead"`
+	NGram            Metrics `json:"ngram"`
+	// AheadLater leaves out the sessions' first calls.
+	AheadLater   Metrics       `json:"ahead_after_first_calls"`
+	Tools        []*toolResult `json:"tools"`
+	ahead, ngram scores
+	later        scores
+	tools        map[string]*toolResult
 }
 
 func (r *evalResult) finish() {
 	r.Calls = r.ahead.calls
 	r.Ahead, r.NGram = r.ahead.metrics(), r.ngram.metrics()
+	r.AheadLater = r.later.metrics()
 	for _, t := range r.tools {
 		t.Calls = t.ahead.calls
 		t.Ahead, t.NGram = t.ahead.metrics(), t.ngram.metrics()
@@ -283,6 +289,9 @@ func (r *evalResult) print(w io.Writer) {
 	if r.BaselineInSample {
 		fmt.Fprintf(w, "(* trained on the evaluated traces themselves: give --train or a split)\n")
 	}
+	l := r.AheadLater
+	fmt.Fprintf(w, "ahead without the first calls: tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
+		l.ToolAt1, l.ToolAt3, l.ExactAt1, l.ExactAt3, l.ExactAt5)
 	fmt.Fprintf(w, "\nper tool (ahead / %s):\n%-32s %6s  %-13s %-13s\n", base, "tool", "calls", "tool_at_1", "exact_at_3")
 	for _, t := range r.Tools {
 		fmt.Fprintf(w, "%-32s %6d  %.3f / %.3f  %.3f / %.3f\n", t.Tool, t.Calls, t.Ahead.ToolAt1, t.NGram.ToolAt1, t.Ahead.ExactAt3, t.NGram.ExactAt3)
