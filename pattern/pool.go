@@ -198,7 +198,10 @@ func (p *Pool) Save(path string) error {
 		return fmt.Errorf("saving pool: %w", err)
 	}
 	tmp := f.Name()
-	err = p.Encode(f)
+	err = f.Chmod(0o644) // CreateTemp's 0600 is for secrets; a pool is not one
+	if err == nil {
+		err = p.Encode(f)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
