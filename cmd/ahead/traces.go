@@ -90,6 +90,11 @@ func writeTrace(e *env, name string, events []trace.Event) (err error) {
 		if err != nil {
 			return err
 		}
+		if err = f.Chmod(0o644); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return err
+		}
 		defer func() {
 			if err != nil {
 				f.Close()
