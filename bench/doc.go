@@ -6,14 +6,19 @@
 // step's recorded think time (llm_ms, or Options.ThinkDefault), then issues
 // the step's calls together through engine.Call — the code path every
 // front uses — against a replay backend (backend/replay) that answers with
-// the recorded outputs after a modelled latency. Every mode replays the same
+// the recorded outputs after a modelled latency. (A call recorded after a
+// write in its own step waits for the write, as the recording ordered them;
+// see agent.waves.) Sessions are never ended early: what the engine
+// speculates after a session's last call runs and counts as waste. Every mode replays the same
 // sessions with the same latency draws and the same arrival times:
 //
 //   - serial: no speculation, the baseline;
 //   - ahead: the real predictor under the operator's policy;
 //   - oracle: a predictor that knows each step exactly at the start of its
 //     think window, with unlimited slots and budget, under the same policy
-//     (the ceiling of what any predictor could hide under that policy);
+//     (the ceiling of what any predictor could hide under that policy; like
+//     ahead it cannot act before a session's first call, which the engine
+//     observes nothing before);
 //   - orion: pre-warming only (ORION-like): the most likely next tools are
 //     warmed, never run;
 //   - specfaas: the most likely next tool with the arguments of its
