@@ -72,7 +72,9 @@ type miner struct {
 	events []mevent
 	sess   []int32 // per session: index of its first event in events
 	wins   []window
-	cands  [][]rawCand // per target event
+	cands  [][]rawCand          // per target event
+	bySig  []map[int32][]int32  // per session: signature → its events, ascending
+	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
 }
 
 type mevent struct {
@@ -161,6 +163,21 @@ func (m *miner) flatten(sessions []trace.Session) {
 			m.events = append(m.events, me)
 		}
 	}
+	// Per session, the events of each signature and of each call, in
+	// order: histories look them up instead of scanning sessions back.
+	m.bySig = make([]map[int32][]int32, len(sessions))
+	m.byCall = make([]map[uint64][]int32, len(sessions))
+	for e := range m.events {
+		me := &m.events[e]
+		if m.bySig[me.sess] == nil {
+			m.bySig[me.sess] = make(map[int32][]int32)
+			m.byCall[me.sess] = make(map[uint64][]int32)
+		}
+		m.bySig[me.sess][me.sig] = append(m.bySig[me.sess][me.sig], int32(e))
+		if me.argsOK {
+			m.byCall[me.sess][me.hash] = append(m.byCall[me.sess][me.hash], int32(e))
+		}
+	}
 	k := m.o.MaxContext
 	for si := range sessions {
 		first := int(m.sess[si])
@@ -186,6 +203,10 @@ func (m *miner) flatten(sessions []trace.Session) {
 // searched per call: the most recent event of each of this many
 // signatures.
 const maxSigSources = 32
+
+// maxLookback bounds how far back in a session sources are searched, so
+// that mining stays linear in very long sessions.
+const maxLookback = 512
 
 // maxCandsPerArg bounds the raw candidates kept per argument of a call.
 const maxCandsPerArg = 96
@@ -223,7 +244,7 @@ func (m *miner) discover() {
 			}
 			var srcs []src
 			seen := make(map[int32]int)
-			for e := t - 1; e >= first; e-- {
+			for e := t - 1; e >= max(first, t-maxLookback); e-- {
 				sig := m.events[e].sig
 				rank := seen[sig]
 				seen[sig]++
@@ -692,7 +713,7 @@ func candFromRaw(rc *rawCand, r Ref) *argCand {
 type mineHistory struct {
 	m      *miner
 	target int
-	first  int // the session's first event
+	sess   int32
 }
 
 func (h *mineHistory) At(e int) *Payload {
@@ -702,35 +723,41 @@ func (h *mineHistory) At(e int) *Payload {
 	return &h.m.events[e].pay
 }
 
+// before returns how many of the ascending event indices come before the
+// target.
+func (h *mineHistory) before(events []int32) int {
+	i, _ := slices.BinarySearch(events, int32(h.target))
+	return i
+}
+
 func (h *mineHistory) Last(sig int32) *Payload {
-	for e := h.target - 1; e >= h.first; e-- {
-		if h.m.events[e].sig == sig {
-			return &h.m.events[e].pay
-		}
+	events := h.m.bySig[h.sess][sig]
+	if i := h.before(events); i > 0 {
+		return &h.m.events[events[i-1]].pay
 	}
 	return nil
 }
 
 func (h *mineHistory) Each(sig int32, fn func(*Payload) bool) {
-	n := 0
-	for e := h.target - 1; e >= h.first && n < MaxEvery; e-- {
-		if h.m.events[e].sig == sig {
-			n++
-			if !fn(&h.m.events[e].pay) {
-				return
-			}
+	events := h.m.bySig[h.sess][sig]
+	n := h.before(events)
+	for i := n - 1; i >= 0 && n-i <= MaxEvery; i-- {
+		if !fn(&h.m.events[events[i]].pay) {
+			return
 		}
 	}
 }
 
+// Used looks as far back as the predictor remembers calls (maxUsedCalls).
 func (h *mineHistory) Used(call uint64) bool {
-	for e := h.target - 1; e >= h.first; e-- {
-		if h.m.events[e].hash == call && h.m.events[e].argsOK {
-			return true
-		}
-	}
-	return false
+	events := h.m.byCall[h.sess][call]
+	i := h.before(events)
+	return i > 0 && h.target-int(events[i-1]) <= maxUsedCalls
 }
+
+// maxUsedCalls is how far back "not called yet" looks, as the predictor's
+// default memory of calls (predict.OnlineOptions.MaxCalls).
+const maxUsedCalls = 1024
 
 // history returns the History of an occurrence and its context positions
 // (event indices, as At takes them).
@@ -741,7 +768,7 @@ func (m *miner) history(c minedContext, oc occurrence, pos []int) (*mineHistory,
 	for j := range c.ids {
 		pos = append(pos, int(w.events[oc.emb[j]]))
 	}
-	return &mineHistory{m: m, target: t, first: int(m.sess[m.events[t].sess])}, pos
+	return &mineHistory{m: m, target: t, sess: m.events[t].sess}, pos
 }
 
 // validateArg counts, over all occurrences of the context, where the
