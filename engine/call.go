@@ -139,6 +139,9 @@ func (c *authCall) finish(res Result, err error) {
 	e.mu.Lock()
 	s := c.s
 	s.inflight--
+	if s.running[c.key]--; s.running[c.key] <= 0 {
+		delete(s.running, c.key)
+	}
 	s.lastResult = now
 	s.lastActive = now
 	ts := e.toolLocked(c.tool)

@@ -326,6 +326,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	think := s.beginLocked(arrive)
 	seq, step := s.seq, s.step
 	s.seq++
+	s.running[key]++
 	if !rule.IsReadOnly() {
 		e.invalidateLocked(s, rule, canon)
 	}

@@ -570,3 +570,24 @@ func TestAmbiguousFallbackRoutesNothing(t *testing.T) {
 		t.Errorf("listed tool: %v", err)
 	}
 }
+
+func TestNoSpeculationOfACallInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Two calls of one step: list (0 to 1 s) and read a (0.5 to
+		// 1.5 s). list's result predicts read a, which is in flight: it
+		// must not run a second time.
+		h := newHarness(t, engine.Options{Predictor: predictAfter("list", read("a", 0.9))})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(500 * time.Millisecond)
+			h.call("s", "read", `{"path":"a"}`)
+		}()
+		h.call("s", "list", `{}`)
+		<-done
+		synctest.Wait()
+		if spec := h.st.speculative(); len(spec) != 0 {
+			t.Errorf("speculated %v while the same call was in flight", spec)
+		}
+	})
+}

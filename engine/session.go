@@ -34,6 +34,7 @@ type session struct {
 	lastResult time.Time // when the previous authoritative result came back
 	lastActive time.Time
 	entries    map[callkey.Key]*entry
+	running    map[callkey.Key]int  // authoritative calls in flight, by key
 	warmed     map[string]time.Time // tool → last warm-up
 	bytes      int64
 	gone       bool // dropped; late completions must not re-add state
@@ -102,6 +103,7 @@ func (e *Engine) sessionLocked(id string, now time.Time) *session {
 			id:         id,
 			lastActive: now,
 			entries:    make(map[callkey.Key]*entry),
+			running:    make(map[callkey.Key]int),
 			warmed:     make(map[string]time.Time),
 		}
 		e.sessions[id] = s

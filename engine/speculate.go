@@ -178,6 +178,11 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 	if old := s.entries[c.key]; old != nil {
 		return
 	}
+	if s.running[c.key] > 0 {
+		// The session is making this very call now (a parallel call's
+		// result predicted it): a second run would be pure waste.
+		return
+	}
 	if c.rule.Shared {
 		if sh := e.shared[c.key]; sh != nil && (!sh.done || sh.reusableLocked(now)) {
 			return

@@ -2,8 +2,9 @@
 // authoritative calls first and speculative work only on slack.
 //
 // Invariants, all kept under Scheduler.mu:
-//   - Authoritative jobs (and promoted speculative jobs) are served FIFO and
-//     have first claim on a backend's slots. When a backend has no free slot
+//   - Authoritative calls and promoted speculative jobs are served FIFO, in
+//     the order they became authoritative, and have first claim on a
+//     backend's slots. When a backend has no free slot
 //     for one, the lowest-utility running preemptible speculative job on it
 //     is cancelled at once and its slot handed over.
 //   - Speculative jobs run only inside the budget: at most Options.SpecBudget
@@ -148,9 +149,9 @@ func (j *Job) Started() time.Time {
 	return j.started
 }
 
-// Promote makes the job authoritative: a queued job goes to the head of its
-// backend's authoritative queue and a running one can no longer be
-// preempted; neither counts against the speculative budget any more. It
+// Promote makes the job authoritative: a queued job joins its backend's
+// authoritative queue (FIFO, ahead of all speculative work) and a running
+// one can no longer be preempted; neither counts against the speculative budget any more. It
 // reports false if the job already ended (finished, dropped, cancelled or
 // preempted).
 func (j *Job) Promote() bool {
@@ -165,7 +166,9 @@ func (j *Job) Promote() bool {
 		j.promoted = true
 		j.stopTimer()
 		j.b.removeSpec(j)
-		j.b.promotedQ = append(j.b.promotedQ, j)
+		// It joins the authoritative queue behind the calls already
+		// waiting: the call it stands for has only just arrived.
+		j.b.authQ = append(j.b.authQ, &authWaiter{job: j})
 		s.dispatchLocked()
 		return true
 	case Running:
@@ -193,8 +196,11 @@ func (j *Job) stopTimer() {
 	}
 }
 
+// authWaiter is an entry of the authoritative queue: a caller of Do
+// waiting for a slot, or a promoted job waiting to start.
 type authWaiter struct {
-	ready chan struct{} // closed when granted a slot
+	job   *Job          // the promoted job; nil for a caller of Do
+	ready chan struct{} // closed when a caller is granted a slot
 	ok    bool          // granted; guarded by s.mu
 }
 
@@ -203,7 +209,6 @@ type backendState struct {
 	lim         Limits
 	limiter     *rate.Limiter
 	authQ       []*authWaiter
-	promotedQ   []*Job
 	specQ       []*Job
 	running     map[*Job]struct{} // preemptible-or-not speculative jobs running
 	specRunning int               // running, not promoted
@@ -422,7 +427,7 @@ func (s *Scheduler) Load() map[string]Load {
 			Slots:       b.lim.Slots,
 			AuthRunning: b.authRunning,
 			SpecRunning: b.specRunning,
-			AuthQueued:  len(b.authQ) + len(b.promotedQ),
+			AuthQueued:  len(b.authQ),
 			SpecQueued:  len(b.specQ),
 		}
 	}
@@ -439,13 +444,17 @@ func (s *Scheduler) Close() {
 		for _, j := range append([]*Job(nil), b.specQ...) {
 			s.endQueuedLocked(j, Cancelled)
 		}
-		for _, j := range b.promotedQ {
-			j.stopTimer()
-			j.state = Cancelled
+		kept := b.authQ[:0]
+		for _, w := range b.authQ {
+			if w.job == nil {
+				kept = append(kept, w) // callers of Do own their calls
+				continue
+			}
+			w.job.state = Cancelled
 			s.stats.Cancelled++
-			close(j.done)
+			close(w.job.done)
 		}
-		b.promotedQ = nil
+		b.authQ = kept
 		for j := range b.running {
 			s.cancelRunningLocked(j, Cancelled)
 		}
@@ -463,9 +472,9 @@ func (s *Scheduler) cancelJob(j *Job, why State) {
 	switch j.state {
 	case Queued:
 		if j.promoted {
-			for i, q := range j.b.promotedQ {
-				if q == j {
-					j.b.promotedQ = append(j.b.promotedQ[:i], j.b.promotedQ[i+1:]...)
+			for i, w := range j.b.authQ {
+				if w.job == j {
+					j.b.authQ = append(j.b.authQ[:i], j.b.authQ[i+1:]...)
 					break
 				}
 			}
@@ -549,18 +558,16 @@ func (s *Scheduler) dispatchLocked() {
 }
 
 func (s *Scheduler) dispatchAuthLocked(b *backendState) {
-	for len(b.promotedQ) > 0 || len(b.authQ) > 0 {
+	for len(b.authQ) > 0 {
 		if b.used() >= b.lim.Slots && !s.preemptLocked(b) {
 			return
 		}
-		if len(b.promotedQ) > 0 {
-			j := b.promotedQ[0]
-			b.promotedQ = b.promotedQ[1:]
-			s.startLocked(b, j)
-			continue
-		}
 		w := b.authQ[0]
 		b.authQ = b.authQ[1:]
+		if w.job != nil {
+			s.startLocked(b, w.job)
+			continue
+		}
 		b.authRunning++
 		w.ok = true
 		close(w.ready)
@@ -597,7 +604,7 @@ func (s *Scheduler) bestSpecLocked(now time.Time) (*backendState, *Job) {
 			continue
 		}
 		// Authoritative work waiting means no slack here.
-		if len(b.authQ) > 0 || len(b.promotedQ) > 0 {
+		if len(b.authQ) > 0 {
 			continue
 		}
 		if now.Before(b.backoff) {

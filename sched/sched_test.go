@@ -198,22 +198,27 @@ func TestPromoteQueued(t *testing.T) {
 		go s.Do(t.Context(), "b", func(context.Context) { <-release; r.add("auth1 done") })
 		synctest.Wait()
 		j := s.Submit(Spec{Backend: "b", Utility: 0.1, Run: r.work("spec", time.Second)})
-		// Another authoritative call queues first; the promoted job must
-		// still go before it ("first priority"), and ignores the budget.
+		other := s.Submit(Spec{Backend: "b", Utility: 0.9, Run: r.work("other spec", time.Second)})
+		// auth2 waits from before the promotion, auth3 from after: the
+		// promoted job is authoritative from its promotion on, served
+		// FIFO among them and before any speculative work (even of
+		// higher utility), regardless of the budget.
 		go s.Do(t.Context(), "b", func(context.Context) { r.add("auth2") })
 		synctest.Wait()
 		if !j.Promote() {
 			t.Fatal("Promote of a queued job = false")
 		}
+		go s.Do(t.Context(), "b", func(context.Context) { r.add("auth3") })
+		synctest.Wait()
 		close(release)
 		<-j.Done()
 		synctest.Wait()
-		want := []string{"auth1 done", "start spec", "done spec", "auth2"}
+		want := []string{"auth1 done", "auth2", "start spec", "done spec", "auth3", "start other spec"}
 		if got := r.get(); !slices.Equal(got, want) {
 			t.Errorf("log = %v, want %v", got, want)
 		}
-		if j.State() != Finished {
-			t.Errorf("state = %v, want finished", j.State())
+		if j.State() != Finished || other.State() != Running {
+			t.Errorf("states = %v, %v; want finished, running", j.State(), other.State())
 		}
 	})
 }
