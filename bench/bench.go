@@ -3,7 +3,6 @@ package bench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/backend/replay"
-	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
@@ -373,38 +371,12 @@ func scalePolicy(p *policy.Policy, scale float64) *policy.Policy {
 	return &q
 }
 
-// hazard mirrors the engine's invalidation rule (DESIGN.md, "hazard"):
-// a recorded call that is not read-only may change what a read returns,
+// hazard is the engine's invalidation rule (policy.Invalidates): a
+// recorded call that is not read-only may change what a read returns,
 // unless both name their resources and the resources differ. The replay
 // backend answers a speculation across such a write as stale.
 func hazard(p *policy.Policy) func(trace.Event, backend.Request) bool {
 	return func(w trace.Event, r backend.Request) bool {
-		wr := p.Lookup(w.Tool)
-		if wr.IsReadOnly() {
-			return false
-		}
-		rr := p.Lookup(r.Tool)
-		if wr.Writes == "" || !rr.IsReadOnly() || rr.Reads == "" {
-			return true
-		}
-		written, ok1 := argValue(w.Args, wr.Writes)
-		read, ok2 := argValue(r.Args, rr.Reads)
-		return !ok1 || !ok2 || written == read
+		return p.Invalidates(w.Tool, w.Args, r.Tool, r.Args)
 	}
-}
-
-func argValue(args json.RawMessage, name string) (string, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil {
-		return "", false
-	}
-	v, ok := m[name]
-	if !ok {
-		return "", false
-	}
-	c, err := callkey.CanonicalValue(v)
-	if err != nil {
-		return "", false
-	}
-	return string(c), true
 }

@@ -209,31 +209,11 @@ func (e *Engine) sweepEntryLocked(en *entry, now time.Time) {
 // resource (and those that name none) are invalidated; otherwise all of
 // the session's speculative work is.
 func (e *Engine) invalidateLocked(s *session, rule policy.Tool, args json.RawMessage) {
-	written, known := "", false
-	if rule.Writes != "" {
-		written, known = argValue(args, rule.Writes)
-	}
+	written, known := policy.Resource(args, rule.Writes)
 	for _, en := range s.entries {
 		if known && en.rule.IsReadOnly() && en.hasRes && en.resource != written {
-			continue
+			continue // policy.Tool.Disjoint, with the read's resource computed once
 		}
 		e.removeLocked(en, OutcomeInvalidated)
 	}
-}
-
-// argValue returns the canonical JSON of args[name].
-func argValue(args json.RawMessage, name string) (string, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil {
-		return "", false
-	}
-	v, ok := m[name]
-	if !ok {
-		return "", false
-	}
-	c, err := callkey.CanonicalValue(v)
-	if err != nil {
-		return "", false
-	}
-	return string(c), true
 }

@@ -203,7 +203,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		seq:     seq,
 	}
 	if c.rule.Reads != "" {
-		en.resource, en.hasRes = argValue(c.req.Args, c.rule.Reads)
+		en.resource, en.hasRes = policy.Resource(c.req.Args, c.rule.Reads)
 	}
 	if c.rule.Shared {
 		if old := e.shared[c.key]; old != nil {

@@ -463,3 +463,36 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestInvalidates(t *testing.T) {
+	p, err := Parse([]byte(`speculation_policy:
+  tools:
+    read_file: {allow: true, reads: path}
+    stat: {allow: true}
+    write_file: {writes: path}
+    shell: {}
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := json.RawMessage(`{"path":"a"}`), json.RawMessage(`{"path":"b"}`)
+	for _, tc := range []struct {
+		w     string
+		wargs json.RawMessage
+		r     string
+		rargs json.RawMessage
+		want  bool
+	}{
+		{"write_file", a, "read_file", a, true},
+		{"write_file", a, "read_file", b, false},
+		{"write_file", a, "stat", a, true},                          // a read naming no resource
+		{"write_file", json.RawMessage(`{}`), "read_file", b, true}, // a write naming none
+		{"shell", nil, "read_file", b, true},                        // not read-only: anything
+		{"read_file", a, "read_file", a, false},                     // reads change nothing
+		{"stat", nil, "read_file", a, false},
+	} {
+		if got := p.Invalidates(tc.w, tc.wargs, tc.r, tc.rargs); got != tc.want {
+			t.Errorf("Invalidates(%s %s, %s %s) = %v, want %v", tc.w, tc.wargs, tc.r, tc.rargs, got, tc.want)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"path"
 	"time"
+
+	"github.com/ahead-dev/ahead/callkey"
 )
 
 // Level is how far a tool may be speculated, from LevelNone up to LevelFull.
@@ -196,4 +198,53 @@ func (p *Policy) Strategy() (string, int) {
 		n = 1
 	}
 	return s, n
+}
+
+// Resource returns the canonical JSON of args[arg]: the identity of the
+// resource a call reads or writes. It reports false if args has no such
+// argument.
+func Resource(args json.RawMessage, arg string) (string, bool) {
+	if arg == "" {
+		return "", false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return "", false
+	}
+	v, ok := m[arg]
+	if !ok {
+		return "", false
+	}
+	c, err := callkey.CanonicalValue(v)
+	if err != nil {
+		return "", false
+	}
+	return string(c), true
+}
+
+// Invalidates reports whether a call of tool w with arguments wargs may
+// change what a call of tool r with arguments rargs returns: the hazard
+// rule. A read-only call changes nothing. A declared write changes the
+// reads of the same resource and the reads that name none; any other call
+// that is not read-only may change anything.
+func (p *Policy) Invalidates(w string, wargs json.RawMessage, r string, rargs json.RawMessage) bool {
+	wr := p.Lookup(w)
+	if wr.IsReadOnly() {
+		return false
+	}
+	written, ok := Resource(wargs, wr.Writes)
+	if !ok {
+		return true
+	}
+	return !p.Lookup(r).Disjoint(rargs, written)
+}
+
+// Disjoint reports whether a call of this read-only tool with args surely
+// does not read the resource written (a canonical value from Resource).
+func (t Tool) Disjoint(args json.RawMessage, written string) bool {
+	if !t.IsReadOnly() {
+		return false
+	}
+	read, ok := Resource(args, t.Reads)
+	return ok && read != written
 }
