@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -347,7 +348,7 @@ type Payload struct {
 	Args   []byte
 	Output []byte
 	kind   int8 // 0 unknown, 1 text, 2 JSON
-	memos  [4]memo
+	memos  [8]memo
 	nmemo  int
 	spare  memo // when memos is full: a scratch entry, not a cache
 }
@@ -358,6 +359,8 @@ type memo struct {
 	looked, rawOK bool
 	raw           []byte
 	unquoted, sOK bool
+	whole         bool // s is the whole string, not only its first lines
+	lines         int  // the lines decoded when not whole
 	s             string
 }
 
@@ -500,11 +503,30 @@ func (p *Payload) listAt(s *csource) ([]byte, bool) {
 	if len(s.path) == 0 {
 		return raw, raw != nil
 	}
-	m := p.memo(s.part, s.ptr)
-	if !m.looked {
-		m.looked = true
-		m.raw, m.rawOK = lookup(raw, s.path)
+	return p.lookup(s.part, raw, s.ptr, s.path)
+}
+
+// lookup returns the value at a path of a part, through the memo: paths
+// that share a prefix (the fields of one list element) step from the
+// prefix's value instead of scanning from the top again.
+func (p *Payload) lookup(part string, raw []byte, ptr string, path []string) ([]byte, bool) {
+	m := p.memo(part, ptr)
+	if m.looked {
+		return m.raw, m.rawOK
 	}
+	from := raw
+	if len(path) > 1 {
+		parent, ok := p.lookup(part, raw, ptr[:strings.LastIndexByte(ptr, '/')], path[:len(path)-1])
+		if !ok {
+			m = p.memo(part, ptr) // the entry may have moved to the spare slot
+			m.looked, m.rawOK = true, false
+			return nil, false
+		}
+		from, path = parent, path[len(path)-1:]
+		m = p.memo(part, ptr)
+	}
+	m.looked = true
+	m.raw, m.rawOK = lookup(from, path)
 	return m.raw, m.rawOK
 }
 
@@ -547,12 +569,8 @@ func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val 
 	if len(s.path) == 0 {
 		return raw, false, p, true
 	}
-	m := p.memo(s.part, s.ptr)
-	if !m.looked {
-		m.looked = true
-		m.raw, m.rawOK = lookup(raw, s.path)
-	}
-	return m.raw, false, p, m.rawOK
+	v, ok := p.lookup(s.part, raw, s.ptr, s.path)
+	return v, false, p, ok
 }
 
 // appendArgs appends the canonical arguments object.
@@ -598,11 +616,17 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	case raw[0] == '"':
 		if from != nil {
 			// Patterns read the same string (a command, a summary)
-			// again and again; decode it once per event.
+			// again and again; decode it once per event, and only as
+			// many lines as they read.
+			need := -1
+			if m.text != nil && m.text.Line >= 0 {
+				need = m.text.Line + 1
+			}
 			mm := from.memo(m.src.part, m.src.ptr)
-			if !mm.unquoted {
+			if !mm.unquoted || (!mm.whole && (need < 0 || need > mm.lines)) {
 				mm.unquoted = true
-				mm.s, mm.sOK = unquote(raw)
+				mm.s, mm.sOK, mm.whole = unquoteLines(raw, need)
+				mm.lines = need
 			}
 			s, ok = mm.s, mm.sOK
 		} else {

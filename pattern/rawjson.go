@@ -3,12 +3,12 @@ package pattern
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/ahead-dev/ahead/callkey"
 )
 
 // This file navigates JSON text without decoding it into maps: the
@@ -86,7 +86,37 @@ func unquote(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
 	}
+	return unquoteBody(raw[1 : len(raw)-1])
+}
+
+// unquoteLines decodes the first n lines of a JSON string literal (all of
+// it for n < 0), and reports whether that was the whole string: a mapping
+// that reads line 0 of a kilobytes-long command need not decode the rest.
+func unquoteLines(raw []byte, n int) (s string, ok, whole bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false, false
+	}
 	body := raw[1 : len(raw)-1]
+	if n >= 0 {
+		for i := 0; i+1 < len(body); i++ {
+			if body[i] != '\\' {
+				continue
+			}
+			if body[i+1] == 'n' {
+				if n--; n == 0 {
+					s, ok = unquoteBody(body[:i])
+					return s, ok, false
+				}
+			}
+			i++ // skip the escaped character
+		}
+	}
+	s, ok = unquoteBody(body)
+	return s, ok, true
+}
+
+// unquoteBody decodes the inside of a JSON string literal.
+func unquoteBody(body []byte) (string, bool) {
 	i := bytes.IndexByte(body, '\\')
 	if i < 0 {
 		if !utf8.Valid(body) || !noControl(body) || bytes.IndexByte(body, '"') >= 0 {
@@ -138,12 +168,14 @@ func unquote(raw []byte) (string, bool) {
 				if i+1 < len(body) && body[i] == '\\' && body[i+1] == 'u' {
 					r2, ok = hex4(body, i+2)
 				}
-				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
-					r = d
-					i += 6
-				} else {
-					r = utf8.RuneError
+				d := utf16.DecodeRune(r, r2)
+				if !ok || d == utf8.RuneError {
+					// A lone surrogate: encoding/json would make it
+					// U+FFFD, merging distinct strings; callkey rejects it.
+					return "", false
 				}
+				r = d
+				i += 6
 			}
 			out = utf8.AppendRune(out, r)
 			continue
@@ -389,6 +421,9 @@ func canonValue(raw []byte) ([]byte, bool) {
 	}
 	switch c := raw[0]; {
 	case c == '"':
+		if len(raw) < 2 {
+			return nil, false
+		}
 		if bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 && skipString(raw, 0) == len(raw) && utf8.Valid(raw) && noControl(raw) {
 			return raw, true
 		}
@@ -398,11 +433,88 @@ func canonValue(raw []byte) ([]byte, bool) {
 		}
 		return nil, false
 	}
-	v, err := callkey.CanonicalValue(raw)
-	if err != nil {
+	// Objects and arrays: already canonical (as the engine's arguments
+	// are), or encoded here. The encoder is lenient about syntax, so the
+	// input is validated first, exactly as callkey would: valid JSON, valid
+	// UTF-8, no lone surrogate escapes (unquoteBody rejects them).
+	if end, ok := canonValueEnd(raw, 0, 0); ok && end == len(raw) && utf8.Valid(raw) {
+		return raw, true
+	}
+	if !utf8.Valid(raw) || !json.Valid(raw) {
 		return nil, false
 	}
-	return v, true
+	return appendCanon(nil, raw, 0)
+}
+
+// appendCanon appends the canonical encoding of a valid JSON value.
+func appendCanon(buf, v []byte, depth int) ([]byte, bool) {
+	if depth > 512 {
+		return nil, false
+	}
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return nil, false
+	}
+	switch v[0] {
+	case '{':
+		type member struct {
+			key string
+			val []byte
+		}
+		var small [8]member
+		ms := small[:0]
+		ok := true
+		eachMember(v, func(k, val []byte) bool {
+			key, kok := unquote(k)
+			if !kok {
+				ok = false
+				return false
+			}
+			ms = append(ms, member{key, val})
+			return true
+		})
+		if !ok {
+			return nil, false
+		}
+		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		buf = append(buf, '{')
+		for i, m := range ms {
+			if i > 0 {
+				if ms[i-1].key == m.key {
+					return nil, false // duplicate keys, as callkey says
+				}
+				buf = append(buf, ',')
+			}
+			buf = appendQuoted(buf, m.key)
+			buf = append(buf, ':')
+			if buf, ok = appendCanon(buf, m.val, depth+1); !ok {
+				return nil, false
+			}
+		}
+		return append(buf, '}'), true
+	case '[':
+		ok := true
+		buf = append(buf, '[')
+		eachElem(v, func(i int, el []byte) bool {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf, ok = appendCanon(buf, el, depth+1)
+			return ok
+		})
+		if !ok {
+			return nil, false
+		}
+		return append(buf, ']'), true
+	case '"':
+		str, ok := unquote(v)
+		if !ok {
+			return nil, false
+		}
+		return appendQuoted(buf, str), true
+	default:
+		return append(buf, v...), true // a number or literal, as written
+	}
 }
 
 func noControl(b []byte) bool {

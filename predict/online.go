@@ -117,8 +117,9 @@ type session struct {
 	used  map[uint64]int
 	order []uint64
 	// fired is what the previous event's patterns predicted, to learn from.
-	fired  []firing
-	scored []scored
+	fired   []firing
+	hashBuf []uint64 // backs the fired hashes
+	scored  []scored
 	// scratch buffers, reused across events.
 	window []int32
 	pos    []int
@@ -195,6 +196,7 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 		o.learn(s, ev.Tool, hash, err == nil)
 	}
 	s.fired = s.fired[:0]
+	s.hashBuf = s.hashBuf[:0]
 	if err == nil {
 		s.use(hash, o.opts.MaxCalls)
 	}
@@ -329,7 +331,11 @@ func (o *Online) predict(s *session) []Prediction {
 			return
 		}
 		add(predKey{tool: tool}, nil, float64(c.ToolHits), c.Support)
-		f := firing{pattern: pi, evaluated: true, hashes: make([]uint64, len(s.cands))}
+		// The hashes live in one buffer per session, reused: learning
+		// reads them at the next event, before they are overwritten.
+		start := len(s.hashBuf)
+		s.hashBuf = append(s.hashBuf, make([]uint64, len(s.cands))...)
+		f := firing{pattern: pi, evaluated: true, hashes: s.hashBuf[start:len(s.hashBuf):len(s.hashBuf)]}
 		for _, cd := range s.cands {
 			f.hashes[cd.Rank] = cd.Hash
 			hits := float64(o.x.Hits(pi, cd.Rank))
@@ -363,15 +369,18 @@ type scored struct {
 func rank(out []scored, limit int) []Prediction {
 	var best string
 	bestP := -1.0
-	hasExact := func(tool string) bool {
-		return slices.ContainsFunc(out, func(sc scored) bool { return sc.key.hash != 0 && sc.key.tool == tool })
+	var exact []string // tools with concrete calls (few: a slice beats a map)
+	for _, sc := range out {
+		if sc.key.hash != 0 && !slices.Contains(exact, sc.key.tool) {
+			exact = append(exact, sc.key.tool)
+		}
 	}
 	for _, sc := range out {
 		if sc.key.hash == 0 && (sc.p > bestP || (sc.p == bestP && sc.key.tool < best)) {
 			best, bestP = sc.key.tool, sc.p
 		}
 	}
-	out = slices.DeleteFunc(out, func(sc scored) bool { return sc.key.hash == 0 && hasExact(sc.key.tool) })
+	out = slices.DeleteFunc(out, func(sc scored) bool { return sc.key.hash == 0 && slices.Contains(exact, sc.key.tool) })
 	slices.SortFunc(out, func(a, b scored) int {
 		if c := cmp.Compare(b.p, a.p); c != 0 {
 			return c
