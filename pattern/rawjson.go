@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-
 )
 
 // This file navigates JSON text without decoding it into maps: the
