@@ -8,10 +8,8 @@ package main
 // turn a setting off.
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"os"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/yamlnode"
 )
 
 // defaultListen is loopback only: ahead executes tools, so exposing it
@@ -131,36 +130,11 @@ type position struct {
 
 // configError is one problem in a configuration file. Its text has the
 // shape of the policy package's errors: FILE:LINE:COL: FIELD: MESSAGE.
-type configError struct {
-	File      string
-	Line, Col int
-	Field     string
-	Msg       string
-}
-
-func (e *configError) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteByte(':')
-	}
-	b.WriteString(strconv.Itoa(max(e.Line, 1)))
-	if e.Col > 0 {
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(e.Col))
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+type configError = yamlnode.Error
 
 // errorAt returns an error located at pos in cfg's file.
 func (c *config) errorAt(pos position, format string, args ...any) error {
-	return &configError{File: c.file, Line: pos.line, Col: pos.col, Field: pos.field, Msg: fmt.Sprintf(format, args...)}
+	return &configError{File: c.file, Line: pos.line, Column: pos.col, Field: pos.field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // loadConfig reads and checks the configuration file at path.
@@ -181,35 +155,23 @@ func loadConfig(path string) (*config, error) {
 // header and environment values. All problems found are reported together.
 func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (string, bool)) (*config, error) {
 	c := &config{file: filename, dir: dir, Listen: defaultListen, ShutdownGrace: defaultShutdownGrace}
-	p := &cfgParser{file: filename, dir: dir, env: lookupEnv}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			return nil, &configError{File: filename, Line: 1, Msg: "empty configuration file"}
-		}
-		return nil, yamlSyntaxError(filename, err)
+	p := &cfgParser{Decoder: yamlnode.Decoder{File: filename}, dir: dir, env: lookupEnv}
+	root, err := p.Document(data, "configuration file")
+	if errors.Is(err, yamlnode.ErrEmpty) {
+		return nil, &configError{File: filename, Line: 1, Msg: "empty configuration file"}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		if err != nil {
-			return nil, yamlSyntaxError(filename, err)
-		}
-		return nil, &configError{File: filename, Line: extra.Line, Col: extra.Column, Msg: "a configuration file holds one YAML document, found a second"}
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
+	if err != nil {
+		return nil, err
 	}
 	var policyNode *yaml.Node
 	hasBackends := false
 	var backendsNode *yaml.Node
-	p.mapping(root, "", func(k, v *yaml.Node, f string) {
+	p.Mapping(root, "", func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "listen":
-			if s, ok := p.str(v, f); ok {
+			if s, ok := p.Str(v, f); ok {
 				if _, _, err := net.SplitHostPort(s); err != nil {
-					p.errorf(v, f, "want HOST:PORT, got %q", s)
+					p.Errorf(v, f, "want HOST:PORT, got %q", s)
 					return
 				}
 				c.Listen = s
@@ -228,39 +190,37 @@ func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (stri
 			c.Traces = p.traces(v, f)
 		case "backends":
 			hasBackends = true
-			backendsNode = p.resolve(v)
+			backendsNode = yamlnode.Resolve(v)
 			c.Backends = p.backends(v, f)
 		case policy.Key:
 			policyNode = v
 		case "engine":
 			c.Engine = p.engine(v, f)
 		case "mcpServers":
-			c.MCPServers = p.resolve(v)
+			c.MCPServers = yamlnode.Resolve(v)
 		case "trust_annotations":
-			if b, ok := p.boolean(v, f); ok {
+			if b, ok := p.Bool(v, f); ok {
 				c.TrustAnnotations = b
 			}
 		default:
-			p.unknown(k, f, fieldsTop)
+			p.Unknown(k, f, fieldsTop)
 		}
 	})
 	if policyNode != nil {
-		pol, err := policy.FromNode(p.resolve(policyNode), filename)
-		if err != nil {
-			p.errs = append(p.errs, err)
-		}
+		pol, err := policy.FromNode(yamlnode.Resolve(policyNode), filename)
+		p.Add(err)
 		c.Policy = pol
 	}
-	if len(c.Backends) == 0 && c.MCPServers == nil && root.Kind == yaml.MappingNode && (!hasBackends || len(p.errs) == 0) {
+	if len(c.Backends) == 0 && c.MCPServers == nil && root.Kind == yaml.MappingNode && (!hasBackends || p.Err() == nil) {
 		// Without any backend every call would be refused. (When the
 		// backends block has errors, those say what is wrong.)
 		at := root
 		if backendsNode != nil {
 			at = backendsNode
 		}
-		p.errorf(at, "backends", "no backends: configure at least one under backends (or MCP upstreams under mcpServers)")
+		p.Errorf(at, "backends", "no backends: configure at least one under backends (or MCP upstreams under mcpServers)")
 	}
-	if err := errors.Join(p.errs...); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -284,7 +244,7 @@ const defaultCheckpointEvery = 5 * time.Minute
 
 // patterns parses `patterns: FILE` or `patterns: {pool: FILE, ...}`.
 func (p *cfgParser) patterns(n *yaml.Node, field string) *patternsConfig {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	pc := &patternsConfig{Learn: true, CheckpointEvery: defaultCheckpointEvery}
 	if n.Kind == yaml.ScalarNode {
 		s, ok := p.path(n, field)
@@ -294,12 +254,12 @@ func (p *cfgParser) patterns(n *yaml.Node, field string) *patternsConfig {
 		pc.Pool, pc.Checkpoint = s, s
 		return pc
 	}
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "pool":
 			pc.Pool, _ = p.path(v, f)
 		case "learn":
-			pc.Learn, _ = p.boolean(v, f)
+			pc.Learn, _ = p.Bool(v, f)
 		case "checkpoint":
 			pc.Checkpoint, _ = p.path(v, f)
 		case "checkpoint_every":
@@ -307,13 +267,13 @@ func (p *cfgParser) patterns(n *yaml.Node, field string) *patternsConfig {
 				pc.CheckpointEvery = d
 			}
 		case "max_predictions":
-			pc.MaxPredictions, _ = p.positiveInt(v, f)
+			pc.MaxPredictions, _ = p.Int(v, f, 1)
 		default:
-			p.unknown(k, f, fieldsPatterns)
+			p.Unknown(k, f, fieldsPatterns)
 		}
 	})
 	if pc.Pool == "" {
-		p.errorf(n, join(field, "pool"), "missing: the pattern pool file (from ahead mine)")
+		p.Errorf(n, yamlnode.Join(field, "pool"), "missing: the pattern pool file (from ahead mine)")
 		return nil
 	}
 	if pc.Checkpoint == "" {
@@ -324,7 +284,7 @@ func (p *cfgParser) patterns(n *yaml.Node, field string) *patternsConfig {
 
 // traces parses `traces: DIR` or `traces: {dir: DIR, ...}`.
 func (p *cfgParser) traces(n *yaml.Node, field string) *tracesConfig {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	tc := &tracesConfig{}
 	if n.Kind == yaml.ScalarNode {
 		s, ok := p.path(n, field)
@@ -334,14 +294,14 @@ func (p *cfgParser) traces(n *yaml.Node, field string) *tracesConfig {
 		tc.Dir = s
 		return tc
 	}
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "dir":
 			tc.Dir, _ = p.path(v, f)
 		case "prefix":
-			if s, ok := p.str(v, f); ok {
+			if s, ok := p.Str(v, f); ok {
 				if s == "" || strings.ContainsAny(s, `/\`) {
-					p.errorf(v, f, "want a file name prefix without slashes, got %q", s)
+					p.Errorf(v, f, "want a file name prefix without slashes, got %q", s)
 					return
 				}
 				tc.Prefix = s
@@ -349,11 +309,11 @@ func (p *cfgParser) traces(n *yaml.Node, field string) *tracesConfig {
 		case "max_file_bytes":
 			tc.MaxFileBytes, _ = p.bytes(v, f)
 		default:
-			p.unknown(k, f, fieldsTraces)
+			p.Unknown(k, f, fieldsTraces)
 		}
 	})
 	if tc.Dir == "" {
-		p.errorf(n, join(field, "dir"), "missing: the directory to record traces in")
+		p.Errorf(n, yamlnode.Join(field, "dir"), "missing: the directory to record traces in")
 		return nil
 	}
 	return tc
@@ -363,44 +323,44 @@ func (p *cfgParser) backends(n *yaml.Node, field string) []backendConfig {
 	var out []backendConfig
 	owner := map[string]position{} // tool → the tools entry that claims it
 	var fallback *backendConfig    // the backend without a tools list
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
 		b := backendConfig{Name: k.Value, pos: position{k.Line, k.Column, f}}
 		if b.Name == "" || strings.HasPrefix(b.Name, "mcp:") {
-			p.errorf(k, f, "want a backend name not empty and not starting with \"mcp:\" (reserved for MCP upstreams)")
+			p.Errorf(k, f, "want a backend name not empty and not starting with \"mcp:\" (reserved for MCP upstreams)")
 			return
 		}
 		var toolsNode *yaml.Node
-		p.mapping(v, f, func(k, v *yaml.Node, f string) {
+		p.Mapping(v, f, func(k, v *yaml.Node, f string) {
 			switch k.Value {
 			case "http":
 				b.HTTP = p.httpBackend(v, f)
 			case "exec":
 				b.Exec = p.execBackend(v, f)
 			case "tools":
-				toolsNode = p.resolve(v)
+				toolsNode = yamlnode.Resolve(v)
 				b.Tools = p.toolList(v, f, owner, b.Name)
 			case "slots":
-				b.Limits.Slots, _ = p.positiveInt(v, f)
+				b.Limits.Slots, _ = p.Int(v, f, 1)
 			case "reserve":
-				b.Limits.Reserve, _ = p.nonNegativeInt(v, f)
+				b.Limits.Reserve, _ = p.Int(v, f, 0)
 			case "spec_budget":
-				b.Limits.SpecBudget, _ = p.positiveInt(v, f)
+				b.Limits.SpecBudget, _ = p.Int(v, f, 1)
 			case "rate":
 				b.Limits.Rate, _ = p.positiveFloat(v, f)
 			case "burst":
-				b.Limits.Burst, _ = p.positiveInt(v, f)
+				b.Limits.Burst, _ = p.Int(v, f, 1)
 			case "rate_reserve":
-				b.Limits.RateReserve, _ = p.nonNegativeInt(v, f)
+				b.Limits.RateReserve, _ = p.Int(v, f, 0)
 			default:
-				p.unknown(k, f, fieldsBackend)
+				p.Unknown(k, f, fieldsBackend)
 			}
 		})
 		switch {
 		case b.HTTP == nil && b.Exec == nil:
-			p.errorf(v, f, "want exactly one of http or exec")
+			p.Errorf(v, f, "want exactly one of http or exec")
 			return
 		case b.HTTP != nil && b.Exec != nil:
-			p.errorf(v, f, "want exactly one of http or exec, got both")
+			p.Errorf(v, f, "want exactly one of http or exec, got both")
 			return
 		}
 		slots := b.Limits.Slots
@@ -408,16 +368,16 @@ func (p *cfgParser) backends(n *yaml.Node, field string) []backendConfig {
 			slots = 4 // sched's default
 		}
 		if b.Limits.Reserve > slots {
-			p.errorf(v, join(f, "reserve"), "reserve %d is more than the backend's %d slots", b.Limits.Reserve, slots)
+			p.Errorf(v, yamlnode.Join(f, "reserve"), "reserve %d is more than the backend's %d slots", b.Limits.Reserve, slots)
 		} else if b.Limits.SpecBudget > slots-b.Limits.Reserve {
-			p.errorf(v, join(f, "spec_budget"), "spec_budget %d is more than the %d slots outside the reserve", b.Limits.SpecBudget, slots-b.Limits.Reserve)
+			p.Errorf(v, yamlnode.Join(f, "spec_budget"), "spec_budget %d is more than the %d slots outside the reserve", b.Limits.SpecBudget, slots-b.Limits.Reserve)
 		}
 		if (b.Limits.Burst > 0 || b.Limits.RateReserve > 0) && b.Limits.Rate == 0 {
-			p.errorf(v, f, "burst and rate_reserve need a rate")
+			p.Errorf(v, f, "burst and rate_reserve need a rate")
 		}
 		if toolsNode == nil {
 			if fallback != nil {
-				p.errorf(k, join(f, "tools"), "missing: only one backend may serve all unlisted tools, and backend %q (line %d) already does", fallback.Name, fallback.pos.line)
+				p.Errorf(k, yamlnode.Join(f, "tools"), "missing: only one backend may serve all unlisted tools, and backend %q (line %d) already does", fallback.Name, fallback.pos.line)
 				return
 			}
 			fallback = &b
@@ -429,41 +389,41 @@ func (p *cfgParser) backends(n *yaml.Node, field string) []backendConfig {
 
 // toolList parses a backend's tools, which no other backend may list.
 func (p *cfgParser) toolList(n *yaml.Node, field string, owner map[string]position, backendName string) []string {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	if n.Kind != yaml.SequenceNode {
-		p.errorf(n, field, "want a list of tool names, got %s", describe(n))
+		p.Errorf(n, field, "want a list of tool names, got %s", yamlnode.Describe(n))
 		return nil
 	}
 	tools := make([]string, 0, len(n.Content))
 	for i, item := range n.Content {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		s, ok := p.str(item, f)
+		s, ok := p.Str(item, f)
 		if !ok {
 			continue
 		}
 		if s == "" {
-			p.errorf(item, f, "empty tool name")
+			p.Errorf(item, f, "empty tool name")
 			continue
 		}
 		if prev, dup := owner[s]; dup {
-			p.errorf(item, f, "tool %q is already listed at line %d (%s); a tool has one backend", s, prev.line, prev.field)
+			p.Errorf(item, f, "tool %q is already listed at line %d (%s); a tool has one backend", s, prev.line, prev.field)
 			continue
 		}
 		owner[s] = position{item.Line, item.Column, f}
 		tools = append(tools, s)
 	}
 	if len(tools) == 0 && len(n.Content) == 0 {
-		p.errorf(n, field, "empty list: list the tools of backend %q, or remove tools to make it serve every unlisted tool", backendName)
+		p.Errorf(n, field, "empty list: list the tools of backend %q, or remove tools to make it serve every unlisted tool", backendName)
 	}
 	return tools
 }
 
 func (p *cfgParser) httpBackend(n *yaml.Node, field string) *httpBackendConfig {
 	h := &httpBackendConfig{}
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "url":
-			if s, ok := p.str(v, f); ok {
+			if s, ok := p.Str(v, f); ok {
 				h.URL = s
 				h.urlPos = position{v.Line, v.Column, f}
 			}
@@ -474,11 +434,11 @@ func (p *cfgParser) httpBackend(n *yaml.Node, field string) *httpBackendConfig {
 		case "max_response_bytes":
 			h.MaxResponseBytes, _ = p.bytes(v, f)
 		default:
-			p.unknown(k, f, fieldsHTTP)
+			p.Unknown(k, f, fieldsHTTP)
 		}
 	})
 	if h.URL == "" {
-		p.errorf(n, join(field, "url"), `missing: the URL template, such as "http://127.0.0.1:9000/tools/{tool}"`)
+		p.Errorf(n, yamlnode.Join(field, "url"), `missing: the URL template, such as "http://127.0.0.1:9000/tools/{tool}"`)
 	}
 	return h
 }
@@ -486,7 +446,7 @@ func (p *cfgParser) httpBackend(n *yaml.Node, field string) *httpBackendConfig {
 func (p *cfgParser) execBackend(n *yaml.Node, field string) *execBackendConfig {
 	x := &execBackendConfig{}
 	hasCommand := false
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "command":
 			hasCommand = true
@@ -501,11 +461,11 @@ func (p *cfgParser) execBackend(n *yaml.Node, field string) *execBackendConfig {
 		case "max_output_bytes":
 			x.MaxOutputBytes, _ = p.bytes(v, f)
 		default:
-			p.unknown(k, f, fieldsExec)
+			p.Unknown(k, f, fieldsExec)
 		}
 	})
 	if !hasCommand {
-		p.errorf(n, join(field, "command"), `missing: the command as a list, such as ["./tool.sh", "{tool}"]`)
+		p.Errorf(n, yamlnode.Join(field, "command"), `missing: the command as a list, such as ["./tool.sh", "{tool}"]`)
 	}
 	if x.Dir == "" {
 		// Commands given relative to the configuration run where it is.
@@ -518,21 +478,21 @@ func (p *cfgParser) execBackend(n *yaml.Node, field string) *execBackendConfig {
 // relative path (./tool.sh) is resolved against the configuration's
 // directory; a bare name (python3) is looked up in PATH when run.
 func (p *cfgParser) command(n *yaml.Node, field string) []string {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		p.errorf(n, field, `want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got %s`, describe(n))
+		p.Errorf(n, field, `want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got %s`, yamlnode.Describe(n))
 		return nil
 	}
 	words := make([]string, 0, len(n.Content))
 	for i, item := range n.Content {
-		s, ok := p.str(item, fmt.Sprintf("%s[%d]", field, i))
+		s, ok := p.Str(item, fmt.Sprintf("%s[%d]", field, i))
 		if !ok {
 			return nil
 		}
 		words = append(words, s)
 	}
 	if words[0] == "" {
-		p.errorf(n.Content[0], field+"[0]", "empty program name")
+		p.Errorf(n.Content[0], field+"[0]", "empty program name")
 		return nil
 	}
 	if strings.ContainsRune(words[0], filepath.Separator) && !filepath.IsAbs(words[0]) {
@@ -543,14 +503,14 @@ func (p *cfgParser) command(n *yaml.Node, field string) []string {
 
 func (p *cfgParser) engine(n *yaml.Node, field string) engineConfig {
 	var e engineConfig
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
 		switch k.Value {
 		case "spec_budget":
-			e.SpecBudget, _ = p.positiveInt(v, f)
+			e.SpecBudget, _ = p.Int(v, f, 1)
 		case "min_probability":
 			if x, ok := p.positiveFloat(v, f); ok {
 				if x > 1 {
-					p.errorf(v, f, "want a probability in (0, 1], got %v", x)
+					p.Errorf(v, f, "want a probability in (0, 1], got %v", x)
 					return
 				}
 				e.MinProbability = x
@@ -566,17 +526,17 @@ func (p *cfgParser) engine(n *yaml.Node, field string) engineConfig {
 		case "start_deadline":
 			e.StartDeadline, _ = p.duration(v, f)
 		case "max_session_entries":
-			e.MaxSessionEntries, _ = p.positiveInt(v, f)
+			e.MaxSessionEntries, _ = p.Int(v, f, 1)
 		case "max_session_bytes":
 			e.MaxSessionBytes, _ = p.bytes(v, f)
 		case "max_entries":
-			e.MaxEntries, _ = p.positiveInt(v, f)
+			e.MaxEntries, _ = p.Int(v, f, 1)
 		case "max_bytes":
 			e.MaxBytes, _ = p.bytes(v, f)
 		case "sweep_interval":
 			e.SweepInterval, _ = p.duration(v, f)
 		default:
-			p.unknown(k, f, fieldsEngine)
+			p.Unknown(k, f, fieldsEngine)
 		}
 	})
 	return e
@@ -584,76 +544,20 @@ func (p *cfgParser) engine(n *yaml.Node, field string) engineConfig {
 
 // cfgParser walks the YAML tree and collects every problem it finds.
 type cfgParser struct {
-	file string
-	dir  string
-	env  func(string) (string, bool)
-	errs []error
-}
-
-func (p *cfgParser) errorf(n *yaml.Node, field, format string, args ...any) {
-	p.errs = append(p.errs, &configError{File: p.file, Line: n.Line, Col: n.Column, Field: field, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (p *cfgParser) unknown(k *yaml.Node, field string, want []string) {
-	p.errorf(k, field, "unknown field (want %s)", wordList(want))
-}
-
-// resolve follows aliases (*name) to the anchored node. The bound keeps a
-// hostile file from looping.
-func (p *cfgParser) resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-// mapping calls fn for each key and value of the mapping n, in file order,
-// after checking that keys are strings and not repeated.
-func (p *cfgParser) mapping(n *yaml.Node, field string, fn func(k, v *yaml.Node, field string)) {
-	n = p.resolve(n)
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n, field, "want a mapping, got %s", describe(n))
-		return
-	}
-	seen := make(map[string]*yaml.Node, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := p.resolve(n.Content[i]), n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null" {
-			p.errorf(k, field, "want a string key, got %s", describe(k))
-			continue
-		}
-		if k.ShortTag() == "!!merge" {
-			p.errorf(k, field, "merge keys (<<) are not supported; write the fields out")
-			continue
-		}
-		f := join(field, k.Value)
-		if prev, dup := seen[k.Value]; dup {
-			p.errorf(k, f, "duplicate key (first at line %d)", prev.Line)
-			continue
-		}
-		seen[k.Value] = k
-		fn(k, v, f)
-	}
-}
-
-func (p *cfgParser) str(n *yaml.Node, field string) (string, bool) {
-	n = p.resolve(n)
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
-		p.errorf(n, field, "want a string, got %s", describe(n))
-		return "", false
-	}
-	return n.Value, true
+	yamlnode.Decoder
+	dir string
+	env func(string) (string, bool)
 }
 
 // path parses a file or directory name, resolved against the
 // configuration's directory when relative.
 func (p *cfgParser) path(n *yaml.Node, field string) (string, bool) {
-	s, ok := p.str(n, field)
+	s, ok := p.Str(n, field)
 	if !ok {
 		return "", false
 	}
 	if s == "" {
-		p.errorf(p.resolve(n), field, "empty path")
+		p.Errorf(yamlnode.Resolve(n), field, "empty path")
 		return "", false
 	}
 	if !filepath.IsAbs(s) {
@@ -662,54 +566,16 @@ func (p *cfgParser) path(n *yaml.Node, field string) (string, bool) {
 	return s, true
 }
 
-func (p *cfgParser) boolean(n *yaml.Node, field string) (bool, bool) {
-	n = p.resolve(n)
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-		p.errorf(n, field, "want true or false, got %s", describe(n))
-		return false, false
-	}
-	return b, true
-}
-
-func (p *cfgParser) integer(n *yaml.Node, field string) (int, bool) {
-	n = p.resolve(n)
-	var i int
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
-		p.errorf(n, field, "want a whole number, got %s", describe(n))
-		return 0, false
-	}
-	return i, true
-}
-
-func (p *cfgParser) positiveInt(n *yaml.Node, field string) (int, bool) {
-	i, ok := p.integer(n, field)
-	if ok && i < 1 {
-		p.errorf(p.resolve(n), field, "must be at least 1, got %d", i)
-		return 0, false
-	}
-	return i, ok
-}
-
-func (p *cfgParser) nonNegativeInt(n *yaml.Node, field string) (int, bool) {
-	i, ok := p.integer(n, field)
-	if ok && i < 0 {
-		p.errorf(p.resolve(n), field, "must not be negative, got %d", i)
-		return 0, false
-	}
-	return i, ok
-}
-
 func (p *cfgParser) positiveFloat(n *yaml.Node, field string) (float64, bool) {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	var x float64
 	tag := n.ShortTag()
 	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&x) != nil {
-		p.errorf(n, field, "want a number, got %s", describe(n))
+		p.Errorf(n, field, "want a number, got %s", yamlnode.Describe(n))
 		return 0, false
 	}
 	if !(x > 0) || math.IsInf(x, 0) {
-		p.errorf(n, field, "must be a positive number, got %s", n.Value)
+		p.Errorf(n, field, "must be a positive number, got %s", n.Value)
 		return 0, false
 	}
 	return x, true
@@ -718,22 +584,22 @@ func (p *cfgParser) positiveFloat(n *yaml.Node, field string) (float64, bool) {
 // duration parses a positive Go duration with its unit ("10s", "1m30s").
 // A bare number is an error: 30 could mean seconds or milliseconds.
 func (p *cfgParser) duration(n *yaml.Node, field string) (time.Duration, bool) {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!str" && n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
-		p.errorf(n, field, "want a duration such as 10s or 1m30s, got %s", describe(n))
+		p.Errorf(n, field, "want a duration such as 10s or 1m30s, got %s", yamlnode.Describe(n))
 		return 0, false
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
 		if n.ShortTag() != "!!str" {
-			p.errorf(n, field, "want a duration with its unit, such as %ss, got %s", n.Value, n.Value)
+			p.Errorf(n, field, "want a duration with its unit, such as %ss, got %s", n.Value, n.Value)
 		} else {
-			p.errorf(n, field, "want a duration such as 10s or 1m30s, got %q", n.Value)
+			p.Errorf(n, field, "want a duration such as 10s or 1m30s, got %q", n.Value)
 		}
 		return 0, false
 	}
 	if d <= 0 {
-		p.errorf(n, field, "must be positive, got %s", n.Value)
+		p.Errorf(n, field, "must be positive, got %s", n.Value)
 		return 0, false
 	}
 	return d, true
@@ -750,7 +616,7 @@ var byteUnits = map[string]int64{
 // bytes parses a positive byte count: a number, or a number with a unit
 // (B, KB, MB, GB, KiB, MiB, GiB).
 func (p *cfgParser) bytes(n *yaml.Node, field string) (int64, bool) {
-	n = p.resolve(n)
+	n = yamlnode.Resolve(n)
 	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!int") {
 		if m := byteSize.FindStringSubmatch(n.Value); m != nil {
 			v, err := strconv.ParseInt(m[1], 10, 64)
@@ -759,12 +625,12 @@ func (p *cfgParser) bytes(n *yaml.Node, field string) (int64, bool) {
 				return v * unit, true
 			}
 			if err == nil && v == 0 {
-				p.errorf(n, field, "must be positive, got %s", n.Value)
+				p.Errorf(n, field, "must be positive, got %s", n.Value)
 				return 0, false
 			}
 		}
 	}
-	p.errorf(n, field, "want a size such as 8MiB, 512KB or 1048576, got %s", describe(n))
+	p.Errorf(n, field, "want a size such as 8MiB, 512KB or 1048576, got %s", yamlnode.Describe(n))
 	return 0, false
 }
 
@@ -773,8 +639,8 @@ func (p *cfgParser) bytes(n *yaml.Node, field string) (int64, bool) {
 // which must be set: secrets belong in the environment, not in the file.
 func (p *cfgParser) stringMap(n *yaml.Node, field string, expand bool) map[string]string {
 	m := map[string]string{}
-	p.mapping(n, field, func(k, v *yaml.Node, f string) {
-		s, ok := p.str(v, f)
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
+		s, ok := p.Str(v, f)
 		if !ok {
 			return
 		}
@@ -799,67 +665,10 @@ func (p *cfgParser) expand(n *yaml.Node, field, s string) (string, bool) {
 		name := ref[2 : len(ref)-1]
 		v, set := p.env(name)
 		if !set {
-			p.errorf(p.resolve(n), field, "environment variable %s is not set", name)
+			p.Errorf(yamlnode.Resolve(n), field, "environment variable %s is not set", name)
 			ok = false
 		}
 		return v
 	})
 	return out, ok
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.DocumentNode:
-		return "an empty document"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return "nothing (null)"
-		case "!!bool":
-			return "a boolean (" + n.Value + ")"
-		case "!!int", "!!float":
-			return "a number (" + n.Value + ")"
-		case "!!str":
-			return strconv.Quote(n.Value)
-		}
-		return n.ShortTag() + " " + strconv.Quote(n.Value)
-	}
-	return "nothing"
-}
-
-// join appends a key to a dotted field path, quoting keys that would make
-// the path ambiguous.
-func join(field, key string) string {
-	if key == "" || strings.ContainsAny(key, ". \t\"'[]") {
-		key = strconv.Quote(key)
-	}
-	if field == "" {
-		return key
-	}
-	return field + "." + key
-}
-
-// wordList returns "a, b or c".
-func wordList(words []string) string {
-	if len(words) < 2 {
-		return strings.Join(words, "")
-	}
-	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
-}
-
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// yamlSyntaxError turns a YAML syntax error into a configError with its
-// line.
-func yamlSyntaxError(file string, err error) error {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &configError{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
-	}
-	return &configError{File: file, Line: 1, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }

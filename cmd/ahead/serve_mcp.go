@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/yamlnode"
 )
 
 // The MCP front of ahead, shared by `ahead mcp` (stdio) and `ahead serve`
@@ -53,16 +52,34 @@ const mcpServersKey = "mcpServers"
 // agents' files and checked against the fields. Errors name file:line and
 // the field; all of them are reported.
 func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
-	var errs []error
-	fail := func(n *yaml.Node, field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s:%d:%d: %s: %s", file, n.Line, n.Column, field, fmt.Sprintf(format, args...)))
-	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
+	// This block is read more loosely than config.go's fields: any scalar
+	// is a string, keys are not checked for repeats, and yaml.v3's Decode
+	// decides what slots and trust_annotations accept. Making it as strict
+	// would change what ahead mcp and ahead serve accept, so it shares
+	// only the positioned errors and the list of known fields.
+	d := &yamlnode.Decoder{File: file}
+	n = yamlnode.Resolve(n)
 	if n.Kind != yaml.MappingNode {
-		fail(n, mcpServersKey, "want a mapping of server names to servers")
-		return nil, errors.Join(errs...)
+		d.Errorf(n, mcpServersKey, "want a mapping of server names to servers")
+		return nil, d.Err()
+	}
+	str := func(n *yaml.Node, f string) string {
+		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+			d.Errorf(n, f, "want a string")
+			return ""
+		}
+		return n.Value
+	}
+	strMap := func(n *yaml.Node, f string) map[string]string {
+		if n.Kind != yaml.MappingNode {
+			d.Errorf(n, f, "want a mapping of strings")
+			return nil
+		}
+		m := make(map[string]string)
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			m[n.Content[j].Value] = str(n.Content[j+1], f+"."+n.Content[j].Value)
+		}
+		return m
 	}
 	var ups []mcpproxy.Upstream
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -70,29 +87,11 @@ func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
 		name := k.Value
 		field := mcpServersKey + "." + name
 		if v.Kind != yaml.MappingNode {
-			fail(v, field, "want a mapping (command/args/env or url/headers)")
+			d.Errorf(v, field, "want a mapping (command/args/env or url/headers)")
 			continue
 		}
 		u := mcpproxy.Upstream{Name: name}
 		typ := ""
-		str := func(n *yaml.Node, f string) string {
-			if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-				fail(n, f, "want a string")
-				return ""
-			}
-			return n.Value
-		}
-		strMap := func(n *yaml.Node, f string) map[string]string {
-			if n.Kind != yaml.MappingNode {
-				fail(n, f, "want a mapping of strings")
-				return nil
-			}
-			m := make(map[string]string)
-			for j := 0; j+1 < len(n.Content); j += 2 {
-				m[n.Content[j].Value] = str(n.Content[j+1], f+"."+n.Content[j].Value)
-			}
-			return m
-		}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			fk, fv := v.Content[j], v.Content[j+1]
 			f := field + "." + fk.Value
@@ -101,7 +100,7 @@ func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
 				u.Command = str(fv, f)
 			case "args":
 				if fv.Kind != yaml.SequenceNode {
-					fail(fv, f, "want a list of strings")
+					d.Errorf(fv, f, "want a list of strings")
 					continue
 				}
 				for a, av := range fv.Content {
@@ -118,37 +117,39 @@ func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
 			case "type":
 				typ = str(fv, f)
 				if typ != "stdio" && typ != "http" && typ != "streamable-http" {
-					fail(fv, f, "unsupported transport %q (want stdio, http or streamable-http)", typ)
+					d.Errorf(fv, f, "unsupported transport %q (want stdio, http or streamable-http)", typ)
 				}
 			case "prefix":
 				u.Prefix = str(fv, f)
 			case "trust_annotations":
 				if err := fv.Decode(&u.TrustAnnotations); err != nil {
-					fail(fv, f, "want true or false")
+					d.Errorf(fv, f, "want true or false")
 				}
 			case "slots":
 				if err := fv.Decode(&u.Limits.Slots); err != nil || u.Limits.Slots < 1 {
-					fail(fv, f, "want a positive integer")
+					d.Errorf(fv, f, "want a positive integer")
 				}
 			default:
-				fail(fk, f, "unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots)")
+				d.Unknown(fk, f, fieldsMCPServer)
 			}
 		}
 		switch {
 		case u.Command == "" && u.URL == "":
-			fail(v, field, "needs a command (stdio) or a url (streamable HTTP)")
+			d.Errorf(v, field, "needs a command (stdio) or a url (streamable HTTP)")
 		case u.Command != "" && u.URL != "":
-			fail(v, field, "has both a command and a url")
+			d.Errorf(v, field, "has both a command and a url")
 		case typ == "stdio" && u.Command == "", typ != "" && typ != "stdio" && u.URL == "":
-			fail(v, field, "type %q does not match the fields given", typ)
+			d.Errorf(v, field, "type %q does not match the fields given", typ)
 		}
 		ups = append(ups, u)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := d.Err(); err != nil {
+		return nil, err
 	}
 	return ups, nil
 }
+
+var fieldsMCPServer = []string{"command", "args", "env", "cwd", "url", "headers", "type", "prefix", "trust_annotations", "slots"}
 
 // commandUpstream is the upstream given on ahead mcp's command line.
 func commandUpstream(args []string) mcpproxy.Upstream {
