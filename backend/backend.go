@@ -55,9 +55,11 @@ type Backend interface {
 
 // A Warmer is a Backend that can prepare for a tool without running it
 // (start or connect an upstream, open a connection). The engine uses it for
-// tool-only predictions and the warmup speculation level.
+// tool-only predictions and the warmup speculation level. req names the
+// session and the tool; its Args are empty and must not be used to run
+// anything.
 type Warmer interface {
-	Warmup(ctx context.Context, tool string) error
+	Warmup(ctx context.Context, req Request) error
 }
 
 // Func is an in-process tool: it receives the canonical arguments and

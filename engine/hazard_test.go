@@ -418,10 +418,10 @@ type warmStore struct {
 	warmed []string
 }
 
-func (w *warmStore) Warmup(ctx context.Context, tool string) error {
+func (w *warmStore) Warmup(ctx context.Context, req backend.Request) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.warmed = append(w.warmed, tool)
+	w.warmed = append(w.warmed, req.Tool)
 	return nil
 }
 

@@ -244,12 +244,12 @@ func (e *Engine) warmLocked(s *session, c candidate, now time.Time) {
 	}
 	s.warmed[c.pred.Tool] = now
 	e.totals.Warmups++
-	tool := c.pred.Tool
+	req := backend.Request{Session: s.id, Tool: c.pred.Tool, Speculative: true}
 	e.sched.Submit(sched.Spec{
 		Backend:  c.backend,
 		Utility:  c.utility,
-		Deadline: now.Add(e.startDeadlineLocked(tool)),
-		Run:      func(ctx context.Context) { _ = w.Warmup(ctx, tool) },
+		Deadline: now.Add(e.startDeadlineLocked(req.Tool)),
+		Run:      func(ctx context.Context) { _ = w.Warmup(ctx, req) },
 	})
 }
 

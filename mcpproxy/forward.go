@@ -533,24 +533,21 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 	return backend.Response{Output: renderResult(res), IsError: res.IsError, Raw: res}, nil
 }
 
-// Warmup brings the upstream up where it is down: in every session whose
-// connection to it crashed and may restart now, the connection is started,
-// so that the predicted call does not pay for it. (backend.Warmer names no
-// session; connections of live sessions are started when they initialize.)
-func (b *upstreamBackend) Warmup(ctx context.Context, tool string) error {
-	b.p.mu.Lock()
-	var slots []*slot
-	for _, s := range b.p.sessions {
-		if sl := s.slots[b.up.i]; sl.due() {
-			slots = append(slots, sl)
-		}
+// Warmup brings the session's connection to the tool's upstream up if it
+// crashed and may restart now, so that the predicted call does not pay for
+// the restart. (Connections of live sessions start when they initialize.)
+func (b *upstreamBackend) Warmup(ctx context.Context, req backend.Request) error {
+	s := b.p.sessionByID(req.Session)
+	if s == nil {
+		return fmt.Errorf("session %q: %w", req.Session, errSessionGone)
 	}
-	b.p.mu.Unlock()
-	var errs []error
-	for _, sl := range slots {
-		if _, err := sl.get(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	r, err := s.toolRoute(ctx, req.Tool)
+	if err != nil {
+		return fmt.Errorf("%w %q", backend.ErrUnknownTool, req.Tool)
 	}
-	return errors.Join(errs...)
+	if sl := s.slots[r.up.i]; sl.due() {
+		_, err := sl.get(ctx)
+		return err
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/policy"
 )
 
@@ -357,4 +358,53 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestWarmupRestartsItsSessionOnly checks that a warm-up brings up the
+// crashed upstream connection of the session it names, and no other.
+func TestWarmupRestartsItsSessionOnly(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	cs1, cs2 := r.connect(nil), r.connect(nil)
+	call(t, cs1, "list", nil)
+	call(t, cs2, "list", nil)
+	r.proxy.mu.Lock()
+	var ids []string
+	for id := range r.proxy.byID {
+		ids = append(ids, id)
+	}
+	r.proxy.mu.Unlock()
+	if len(ids) != 2 {
+		t.Fatalf("%d sessions, want 2", len(ids))
+	}
+	r.up.kill()
+	// Wait until both sessions have noticed the crash.
+	for _, cs := range []*mcp.ClientSession{cs1, cs2} {
+		for i := 0; ; i++ {
+			_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
+			if err != nil && strings.Contains(err.Error(), "next start in") {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("crash not noticed: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r.clock.Add(time.Second) // past the backoff: both may restart
+	b := r.proxy.Backends()[BackendName("fs")].Backend.(backend.Warmer)
+	r.up.mu.Lock()
+	before := r.up.connects
+	r.up.mu.Unlock()
+	if err := b.Warmup(t.Context(), backend.Request{Session: ids[0], Tool: "read"}); err != nil {
+		t.Fatalf("Warmup: %v", err)
+	}
+	r.up.mu.Lock()
+	after := r.up.connects
+	r.up.mu.Unlock()
+	if after != before+1 {
+		t.Errorf("warm-up made %d upstream connections, want 1 (its own session's)", after-before)
+	}
+	if err := b.Warmup(t.Context(), backend.Request{Session: "no-such-session", Tool: "read"}); err == nil {
+		t.Error("Warmup of an unknown session succeeded")
+	}
 }

@@ -317,7 +317,8 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 // which Go's server and common proxies answer themselves without invoking
 // any handler — and keeps the connection in the pool for the next call.
 // Any HTTP response, whatever its status, means the connection works.
-func (b *Backend) Warmup(ctx context.Context, tool string) error {
+func (b *Backend) Warmup(ctx context.Context, req backend.Request) error {
+	tool := req.Tool
 	if b.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.opts.Timeout)

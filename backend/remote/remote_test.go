@@ -218,7 +218,7 @@ func TestCallTransportFailure(t *testing.T) {
 	if !strings.Contains(err.Error(), "remote: search:") {
 		t.Errorf("error %q does not name the tool", err)
 	}
-	if err := b.Warmup(t.Context(), "search"); err == nil {
+	if err := b.Warmup(t.Context(), backend.Request{Tool: "search"}); err == nil {
 		t.Error("Warmup of a closed port succeeded")
 	}
 }
@@ -253,7 +253,7 @@ func TestWarmup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Warmup(t.Context(), "delete_everything"); err != nil {
+	if err := b.Warmup(t.Context(), backend.Request{Tool: "delete_everything"}); err != nil {
 		t.Fatalf("Warmup: %v", err)
 	}
 	if n := handled.Load(); n != 0 {

@@ -317,7 +317,8 @@ func (b *Backend) useLocked(tool string, now time.Time) {
 
 // Warmup makes tool warm: it takes the cold-start time unless the tool is
 // already warm or warming up.
-func (b *Backend) Warmup(ctx context.Context, tool string) error {
+func (b *Backend) Warmup(ctx context.Context, req backend.Request) error {
+	tool := req.Tool
 	now := time.Now()
 	b.mu.Lock()
 	b.stats.Warmups++

@@ -168,14 +168,14 @@ func TestColdStartAndWarmup(t *testing.T) {
 			t.Errorf("warm call took %v, want 100ms", got)
 		}
 		// A warm-up halfway done leaves half the cold start to wait.
-		go b.Warmup(ctx, "put")
+		go b.Warmup(ctx, backend.Request{Tool: "put"})
 		time.Sleep(500 * time.Millisecond)
 		if got := took("put", `{"id":"a"}`); got != 600*time.Millisecond {
 			t.Errorf("call during warm-up took %v, want 600ms", got)
 		}
 		// A warm tool's warm-up costs nothing.
 		t0 := time.Now()
-		if err := b.Warmup(ctx, "get"); err != nil || time.Since(t0) != 0 {
+		if err := b.Warmup(ctx, backend.Request{Tool: "get"}); err != nil || time.Since(t0) != 0 {
 			t.Errorf("warm-up of a warm tool: %v after %v", err, time.Since(t0))
 		}
 		// Past the TTL the tool is cold again.
