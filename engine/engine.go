@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/callkey"
@@ -97,6 +98,10 @@ type Options struct {
 	Recorder Recorder
 	// Registerer receives the Prometheus metrics; nil means none.
 	Registerer prometheus.Registerer
+	// TracerProvider receives OpenTelemetry spans: "ahead.call" for each
+	// authoritative call and "ahead.speculate" for each speculative
+	// execution. Nil means no spans (and no cost).
+	TracerProvider oteltrace.TracerProvider
 	// Logger logs problems; nil means slog.Default().
 	Logger *slog.Logger
 
@@ -177,6 +182,7 @@ type Engine struct {
 	routes   map[string]string // tool → backend, for the default router
 	fallback string            // backend for unlisted tools
 	metrics  *metrics
+	tracer   oteltrace.Tracer // nil: no spans
 
 	mu       sync.Mutex // protects everything below
 	sessions map[string]*session
@@ -222,6 +228,9 @@ func New(opts Options) *Engine {
 		// With several backends without a tools list, which would serve
 		// an unlisted tool is ambiguous: none does (set Route to decide).
 		e.fallback = unlisted[0]
+	}
+	if opts.TracerProvider != nil {
+		e.tracer = opts.TracerProvider.Tracer("github.com/ahead-dev/ahead/engine")
 	}
 	e.sched = sched.New(sched.Options{Backends: limits, SpecBudget: opts.SpecBudget})
 	e.metrics.collectQueues(e.sched)
@@ -337,8 +346,15 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		e: e, s: s, tool: tool, key: key, args: canon, rule: rule,
 		backend: bname, seq: seq, step: step, think: think, arrive: arrive,
 	}
+	var span oteltrace.Span
+	if e.tracer != nil {
+		ctx, span = e.startCallSpan(ctx, call)
+	}
 	res, err := call.serve(ctx, b, en)
 	call.finish(res, err)
+	if span != nil {
+		endCallSpan(span, res, err)
+	}
 	return res, err
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/policy"
@@ -276,11 +278,18 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	e.mu.Unlock()
 	e.metrics.specStarted.WithLabelValues(en.key.Tool).Inc()
 
+	var span oteltrace.Span
+	if e.tracer != nil {
+		ctx, span = e.startSpecSpan(ctx, en)
+	}
 	resp, err := b.Call(ctx, en.req)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err() // cancelled: whatever came back is not trusted
 	}
 	now := time.Now()
+	if span != nil {
+		endSpecSpan(span, resp, err)
+	}
 
 	e.mu.Lock()
 	en.done = true
