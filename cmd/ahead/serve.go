@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/ahead-dev/ahead/backend"
 	cmdbackend "github.com/ahead-dev/ahead/backend/command"
@@ -133,7 +134,8 @@ type stack struct {
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
 	predictor *patternPredictor
-	mcp       *mcpproxy.Proxy // nil without mcpServers
+	mcp       *mcpproxy.Proxy          // nil without mcpServers
+	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
 }
 
 // openStack builds the engine and what it needs from cfg. On error,
@@ -228,6 +230,12 @@ func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.
 	if st.recorder != nil {
 		opts.Recorder = st.recorder
 	}
+	if st.tracing, err = newTracerProvider(ctx, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	if st.tracing != nil {
+		opts.TracerProvider = st.tracing
+	}
 	st.eng = engine.New(opts)
 	return st, nil
 }
@@ -275,6 +283,13 @@ func (st *stack) close() error {
 	}
 	for _, r := range st.remotes {
 		r.Close()
+	}
+	if st.tracing != nil {
+		// Flush the last spans; a collector that is gone must not hold
+		// the shutdown for long.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		errs = append(errs, st.tracing.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
 }
