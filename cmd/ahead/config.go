@@ -1,7 +1,7 @@
 package main
 
-// ahead's configuration file (ahead.yaml), read by `ahead serve`. It is
-// parsed here, in cmd/, from yaml.v3 nodes so that every error names the
+// ahead's configuration file (ahead.yaml), read by `ahead serve` and
+// `ahead mcp --config` (which uses its MCP parts). It is parsed here, in cmd/, from yaml.v3 nodes so that every error names the
 // file, line, column and field; the result is translated into the library
 // structs (engine.Options, sched.Limits, remote/command options, the
 // policy) by serve.go. Unknown fields are errors: a typo must not silently
@@ -21,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/yamlnode"
@@ -49,9 +50,12 @@ type config struct {
 	Policy   *policy.Policy  // nil: no speculation at all
 	Engine   engineConfig
 
-	// MCPServers is the raw mcpServers block (nil if absent): the MCP
-	// upstreams, in the shape agents' configurations use. serve_mcp.go
-	// parses it; it is kept as a node so its errors can name lines too.
+	// Upstreams are the MCP servers of the mcpServers block, in file
+	// order (parsed by serve_mcp.go, in the shape agents' configurations
+	// use); relative cwd paths are resolved.
+	Upstreams []mcpproxy.Upstream
+	// MCPServers is the mcpServers block as read (nil if absent), for
+	// callers that parse it again with parseMCPServers.
 	MCPServers *yaml.Node
 	// TrustAnnotations lets MCP upstreams' tool annotations feed the
 	// default policy (issue 5, §3).
@@ -137,8 +141,23 @@ func (c *config) errorAt(pos position, format string, args ...any) error {
 	return &configError{File: c.file, Line: pos.line, Column: pos.col, Field: pos.field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// configOptions says what a command needs of a configuration file beyond
+// its being well formed. The zero value is ahead serve's needs.
+type configOptions struct {
+	// backendsOptional says the command needs no backend from the file:
+	// ahead mcp takes its upstream from the command line too (ahead mcp
+	// -- COMMAND), and says itself when it has none, so for it a file
+	// with only a policy, patterns or traces is complete.
+	backendsOptional bool
+}
+
 // loadConfig reads and checks the configuration file at path.
 func loadConfig(path string) (*config, error) {
+	return loadConfigWith(path, configOptions{})
+}
+
+// loadConfigWith is loadConfig for a command with other needs.
+func loadConfigWith(path string, opts configOptions) (*config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
@@ -147,13 +166,18 @@ func loadConfig(path string) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseConfig(data, path, filepath.Dir(abs), os.LookupEnv)
+	return parseConfigWith(data, path, filepath.Dir(abs), os.LookupEnv, opts)
 }
 
 // parseConfig parses a configuration file's contents. filename is for
 // messages; dir is where relative paths start; lookupEnv expands ${VAR} in
 // header and environment values. All problems found are reported together.
 func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (string, bool)) (*config, error) {
+	return parseConfigWith(data, filename, dir, lookupEnv, configOptions{})
+}
+
+// parseConfigWith is parseConfig for a command with other needs.
+func parseConfigWith(data []byte, filename, dir string, lookupEnv func(string) (string, bool), opts configOptions) (*config, error) {
 	c := &config{file: filename, dir: dir, Listen: defaultListen, ShutdownGrace: defaultShutdownGrace}
 	p := &cfgParser{Decoder: yamlnode.Decoder{File: filename}, dir: dir, env: lookupEnv}
 	root, err := p.Document(data, "configuration file")
@@ -196,8 +220,9 @@ func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (stri
 			policyNode = v
 		case "engine":
 			c.Engine = p.engine(v, f)
-		case "mcpServers":
+		case mcpServersKey:
 			c.MCPServers = yamlnode.Resolve(v)
+			c.Upstreams = p.mcpServers(v, f)
 		case "trust_annotations":
 			if b, ok := p.Bool(v, f); ok {
 				c.TrustAnnotations = b
@@ -211,9 +236,10 @@ func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (stri
 		p.Add(err)
 		c.Policy = pol
 	}
-	if len(c.Backends) == 0 && c.MCPServers == nil && root.Kind == yaml.MappingNode && (!hasBackends || p.Err() == nil) {
+	if len(c.Backends) == 0 && c.MCPServers == nil && !opts.backendsOptional && root.Kind == yaml.MappingNode && (!hasBackends || p.Err() == nil) {
 		// Without any backend every call would be refused. (When the
-		// backends block has errors, those say what is wrong.)
+		// backends block has errors, those say what is wrong; an
+		// mcpServers block has at least one server or an error.)
 		at := root
 		if backendsNode != nil {
 			at = backendsNode
@@ -228,7 +254,7 @@ func parseConfig(data []byte, filename, dir string, lookupEnv func(string) (stri
 
 var (
 	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "patterns", "traces", "backends",
-		policy.Key, "engine", "mcpServers", "trust_annotations"}
+		policy.Key, "engine", mcpServersKey, "trust_annotations"}
 	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}
 	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes"}
 	fieldsBackend  = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve"}

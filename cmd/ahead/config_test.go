@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
 )
@@ -126,6 +127,64 @@ trust_annotations: true
 	if c.MCPServers == nil || c.MCPServers.Kind != yaml.MappingNode || c.MCPServers.Line != 5 || !c.TrustAnnotations {
 		t.Errorf("mcpServers node = %+v, trust = %v", c.MCPServers, c.TrustAnnotations)
 	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].Name != "fs" || c.Upstreams[0].Command != "npx" {
+		t.Errorf("upstreams = %+v, want fs running npx", c.Upstreams)
+	}
+}
+
+// TestParseConfigMCPOnly: the file ahead mcp --config reads (MCP servers
+// and what goes around them, no backends) is a complete configuration for
+// ahead serve too.
+func TestParseConfigMCPOnly(t *testing.T) {
+	const file = `
+mcpServers:
+  fs:
+    command: npx
+    args: [-y, "@modelcontextprotocol/server-filesystem", /srv]
+  search: {type: http, url: "https://mcp.example.com/mcp", headers: {Authorization: Bearer x}}
+speculation_policy:
+  tools:
+    read_text_file: {allow: true}
+patterns: pool.json
+traces: {dir: traces, prefix: agent}
+trust_annotations: true
+`
+	c, err := parseConfig([]byte(file), "a.yaml", "/d", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mcpproxy.Upstream{
+		{Name: "fs", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv"}},
+		{Name: "search", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer x"}},
+	}
+	if diff := cmp.Diff(want, c.Upstreams, cmpopts.IgnoreFields(mcpproxy.Upstream{}, "Transport")); diff != "" {
+		t.Errorf("upstreams (-want +got):\n%s", diff)
+	}
+	if c.Patterns == nil || c.Patterns.Pool != "/d/pool.json" || c.Traces == nil || c.Traces.Dir != "/d/traces" || c.Traces.Prefix != "agent" ||
+		!c.TrustAnnotations || !c.Policy.Lookup("read_text_file").Allow || len(c.Backends) != 0 {
+		t.Errorf("config = %+v", c)
+	}
+}
+
+// TestParseConfigBackendsOptional: ahead mcp may take its only upstream
+// from the command line, so a file without backends is complete for it.
+func TestParseConfigBackendsOptional(t *testing.T) {
+	const file = "speculation_policy: {default: {allow: false}}\ntraces: t\n"
+	if _, err := parseConfig([]byte(file), "a.yaml", "/d", testEnv); err == nil || err.Error() != "a.yaml:1:1: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)" {
+		t.Errorf("ahead serve's parse: error %v, want no backends", err)
+	}
+	c, err := parseConfigWith([]byte(file), "a.yaml", "/d", testEnv, configOptions{backendsOptional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Traces == nil || c.Traces.Dir != "/d/t" || c.Policy == nil {
+		t.Errorf("config = %+v", c)
+	}
+	// Everything else is checked as strictly.
+	_, err = parseConfigWith([]byte("traces: t\nlisten: x\n"), "a.yaml", "/d", testEnv, configOptions{backendsOptional: true})
+	if err == nil || err.Error() != `a.yaml:2:9: listen: want HOST:PORT, got "x"` {
+		t.Errorf("bad listen: error %v", err)
+	}
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -193,6 +252,14 @@ func TestParseConfigErrors(t *testing.T) {
 			"a.yaml:3:11: max_body: want a size such as 8MiB, 512KB or 1048576, got a number (-3)"}},
 		{"alias", "x: &a {url: 'http://h/'}\nbackends: {b: {http: *a}}\n", []string{
 			"a.yaml:1:1: x: unknown field (want listen, max_body, shutdown_grace, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
+		{"mcpServers errors with the others", "listen: x\nmcpServers:\n  fs: {command: x}\n  fs: {url: 'http://h/', slots: many}\n", []string{
+			`a.yaml:1:9: listen: want HOST:PORT, got "x"`,
+			"a.yaml:4:3: mcpServers.fs: duplicate key (first at line 3)"}},
+		{"mcpServers field errors", "mcpServers:\n  fs: {command: x, args: [--port, 8080], env: {DEBUG: true}, timeout: 10}\n", []string{
+			"a.yaml:2:35: mcpServers.fs.args[1]: want a string, got a number (8080)",
+			"a.yaml:2:55: mcpServers.fs.env.DEBUG: want a string, got a boolean (true)",
+			"a.yaml:2:62: mcpServers.fs.timeout: unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots)"}},
+		{"empty mcpServers", "mcpServers: {}\n", []string{"a.yaml:1:13: mcpServers: empty: configure at least one MCP server, or remove mcpServers"}},
 		{"merge key", "backends:\n  b:\n    <<: {http: {url: 'http://h/'}}\n", []string{
 			"a.yaml:3:5: backends.b: merge keys (<<) are not supported; write the fields out",
 			"a.yaml:3:5: backends.b: want exactly one of http or exec"}},
@@ -218,13 +285,14 @@ func FuzzParseConfig(f *testing.F) {
 		"patterns: p.json\ntraces: {dir: t}\nengine: {ttl: 1m, max_bytes: 1GiB}\nbackends: {a: {http: {url: 'http://x/'}}}\n",
 		"a: &x [*x]\n", "backends: {b: &y {http: *y}}\n", "speculation_policy: {default: {allow: true}}\n",
 		"backends:\n  b:\n    http: {url: u, headers: {A: '${TOKEN}${EMPTY}$'}}\n",
+		"mcpServers: {fs: {command: npx, args: [a], cwd: d}, web: {url: 'http://h/mcp', type: http}}\ntrust_annotations: true\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parseConfig(data, "a.yaml", "/d", testEnv)
 		if err == nil {
-			if c.Listen == "" || c.ShutdownGrace <= 0 || (len(c.Backends) == 0 && c.MCPServers == nil) {
+			if c.Listen == "" || c.ShutdownGrace <= 0 || (len(c.Backends) == 0 && len(c.Upstreams) == 0) {
 				t.Fatalf("accepted an incomplete config: %+v", c)
 			}
 			return

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/mcpproxy"
@@ -55,12 +52,17 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		ups = append(ups, commandUpstream(fs.Args()))
 	}
 	var pol *policy.Policy
+	var maxPredictions int
+	traceOpts := &trace.WriterOptions{Prefix: "mcp"}
 	if *configFile != "" {
-		mc, err := loadMCPConfig(*configFile)
+		// The file is read as ahead serve reads it, so one file serves
+		// both commands and its errors are the same. Of it, ahead mcp uses
+		// the MCP parts; listen, backends and engine are ahead serve's.
+		cfg, err := loadConfigWith(*configFile, configOptions{backendsOptional: true})
 		if err != nil {
 			return err
 		}
-		for _, u := range mc.upstreams {
+		for _, u := range cfg.Upstreams {
 			for _, v := range ups {
 				if v.Name == u.Name {
 					return usageErr("the command's upstream is named %q, like one in %s: rename that one", u.Name, *configFile)
@@ -68,13 +70,18 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 			}
 			ups = append(ups, u)
 		}
-		pol = mc.policy
-		*trust = *trust || mc.trust
-		if *patternsFile == "" {
-			*patternsFile = mc.patterns
+		pol = cfg.Policy
+		*trust = *trust || cfg.TrustAnnotations
+		if *patternsFile == "" && cfg.Patterns != nil {
+			*patternsFile = cfg.Patterns.Pool
+			maxPredictions = cfg.Patterns.MaxPredictions
 		}
-		if *tracesDir == "" {
-			*tracesDir = mc.traces
+		if *tracesDir == "" && cfg.Traces != nil {
+			*tracesDir = cfg.Traces.Dir
+			if cfg.Traces.Prefix != "" {
+				traceOpts.Prefix = cfg.Traces.Prefix
+			}
+			traceOpts.MaxBytes = cfg.Traces.MaxFileBytes
 		}
 	}
 	if len(ups) == 0 {
@@ -94,7 +101,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("patterns: %w", err)
 		}
-		o, err := predict.NewOnline(pool, nil)
+		o, err := predict.NewOnline(pool, &predict.OnlineOptions{MaxPredictions: maxPredictions})
 		if err != nil {
 			return fmt.Errorf("patterns: %s: %w", *patternsFile, err)
 		}
@@ -105,7 +112,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		if err := os.MkdirAll(*tracesDir, 0o755); err != nil {
 			return fmt.Errorf("traces: %w", err)
 		}
-		w, err := trace.NewWriter(*tracesDir, &trace.WriterOptions{Prefix: "mcp"})
+		w, err := trace.NewWriter(*tracesDir, traceOpts)
 		if err != nil {
 			return fmt.Errorf("traces: %w", err)
 		}
@@ -135,89 +142,3 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// mcpConfig is what ahead mcp takes from ahead's configuration file; the
-// rest of the file (listen, backends, engine) belongs to ahead serve, which
-// checks it.
-type mcpConfig struct {
-	upstreams []mcpproxy.Upstream
-	policy    *policy.Policy
-	trust     bool
-	patterns  string
-	traces    string
-}
-
-func loadMCPConfig(file string) (*mcpConfig, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, fmt.Errorf("%s: empty configuration", file)
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("%s:%d:%d: want a mapping at the top level", file, root.Line, root.Column)
-	}
-	dir := filepath.Dir(file)
-	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(dir, p)
-	}
-	mc := &mcpConfig{}
-	var errs []error
-	path := func(v *yaml.Node, field, sub string) string {
-		// A path, or a mapping with the path under sub (serve's shape).
-		if v.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(v.Content); i += 2 {
-				if v.Content[i].Value == sub {
-					v = v.Content[i+1]
-					break
-				}
-			}
-		}
-		if v.Kind != yaml.ScalarNode {
-			errs = append(errs, fmt.Errorf("%s:%d:%d: %s: want a path", file, v.Line, v.Column, field))
-			return ""
-		}
-		return abs(v.Value)
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		switch k.Value {
-		case mcpServersKey:
-			ups, err := parseMCPServers(v, file)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			for i := range ups {
-				ups[i].Dir = abs(ups[i].Dir)
-			}
-			mc.upstreams = ups
-		case policy.Key:
-			p, err := policy.FromNode(v, file)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			mc.policy = p
-		case "trust_annotations":
-			if err := v.Decode(&mc.trust); err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d:%d: trust_annotations: want true or false", file, v.Line, v.Column))
-			}
-		case "patterns":
-			mc.patterns = path(v, "patterns", "pool")
-		case "traces":
-			mc.traces = path(v, "traces", "dir")
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return mc, nil
-}

@@ -61,34 +61,91 @@ mcpServers:
 }
 
 func TestParseMCPServersErrors(t *testing.T) {
-	for _, tc := range []struct{ yaml, want string }{
-		{"mcpServers: [a]", "ahead.yaml:1:13: mcpServers: want a mapping"},
-		{"mcpServers:\n  fs: {}", "ahead.yaml:2:7: mcpServers.fs: needs a command"},
-		{"mcpServers:\n  fs: {command: x, url: y}", "has both a command and a url"},
-		{"mcpServers:\n  fs:\n    command: x\n    arg: [y]", "ahead.yaml:4:5: mcpServers.fs.arg: unknown field"},
-		{"mcpServers:\n  fs: {command: x, args: y}", "mcpServers.fs.args: want a list of strings"},
-		{"mcpServers:\n  fs: {command: x, args: [[y]]}", "mcpServers.fs.args[0]: want a string"},
-		{"mcpServers:\n  fs: {command: x, slots: 0}", "mcpServers.fs.slots: want a positive integer"},
-		{"mcpServers:\n  fs: {url: x, type: sse}", `mcpServers.fs.type: unsupported transport "sse"`},
-		{"mcpServers:\n  fs: {command: x, type: http}", `type "http" does not match`},
-		{"mcpServers:\n  fs: {command: x, trust_annotations: maybe}", "trust_annotations: want true or false"},
-		{"mcpServers:\n  fs: {command: x, env: [a]}", "mcpServers.fs.env: want a mapping of strings"},
+	const want = "command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string // each error, in order
+	}{
+		{"not a mapping", "mcpServers: [a]", []string{"ahead.yaml:1:13: mcpServers: want a mapping, got a list"}},
+		{"no servers", "mcpServers: {}", []string{"ahead.yaml:1:13: mcpServers: empty: configure at least one MCP server, or remove mcpServers"}},
+		{"server not a mapping", "mcpServers:\n  fs: npx", []string{`ahead.yaml:2:7: mcpServers.fs: want a mapping (command/args/env or url/headers), got "npx"`}},
+		{"repeated server", "mcpServers:\n  fs: {command: x}\n  fs: {command: y}", []string{"ahead.yaml:3:3: mcpServers.fs: duplicate key (first at line 2)"}},
+		{"empty server name", "mcpServers:\n  '': {command: x}", []string{`ahead.yaml:2:3: mcpServers."": empty server name`}},
+		{"neither command nor url", "mcpServers:\n  fs: {}", []string{"ahead.yaml:2:7: mcpServers.fs: needs a command (stdio) or a url (streamable HTTP)"}},
+		{"command and url", "mcpServers:\n  fs: {command: x, url: 'http://h/mcp'}", []string{
+			"ahead.yaml:2:20: mcpServers.fs.url: want a command (stdio) or a url (streamable HTTP), got both (command at line 2)"}},
+		{"unknown field", "mcpServers:\n  fs:\n    command: x\n    arg: [y]", []string{"ahead.yaml:4:5: mcpServers.fs.arg: unknown field (want " + want + ")"}},
+		{"command not a string", "mcpServers:\n  fs: {command: 7}", []string{"ahead.yaml:2:17: mcpServers.fs.command: want a string, got a number (7)"}},
+		{"empty command", "mcpServers:\n  fs: {command: ''}", []string{"ahead.yaml:2:17: mcpServers.fs.command: empty program name"}},
+		{"args not a list", "mcpServers:\n  fs: {command: x, args: y}", []string{`ahead.yaml:2:26: mcpServers.fs.args: want a list of strings, got "y"`}},
+		{"args not strings", "mcpServers:\n  fs: {command: x, args: [[y], 8080, '8080', null]}", []string{
+			"ahead.yaml:2:27: mcpServers.fs.args[0]: want a string, got a list",
+			"ahead.yaml:2:32: mcpServers.fs.args[1]: want a string, got a number (8080)",
+			"ahead.yaml:2:46: mcpServers.fs.args[3]: want a string, got nothing (null)"}},
+		{"env not a mapping", "mcpServers:\n  fs: {command: x, env: [a]}", []string{"ahead.yaml:2:25: mcpServers.fs.env: want a mapping, got a list"}},
+		{"env value not a string", "mcpServers:\n  fs: {command: x, env: {DEBUG: 1, DEBUG: '1'}}", []string{
+			"ahead.yaml:2:33: mcpServers.fs.env.DEBUG: want a string, got a number (1)",
+			"ahead.yaml:2:36: mcpServers.fs.env.DEBUG: duplicate key (first at line 2)"}},
+		{"empty cwd", "mcpServers:\n  fs: {command: x, cwd: ''}", []string{"ahead.yaml:2:25: mcpServers.fs.cwd: empty path"}},
+		{"url without scheme", "mcpServers:\n  fs: {url: localhost:8080}", []string{
+			`ahead.yaml:2:13: mcpServers.fs.url: want an http:// or https:// URL, such as https://mcp.example.com/mcp, got "localhost:8080"`}},
+		{"headers not strings", "mcpServers:\n  fs: {url: 'http://h/', headers: {X-Retries: 3}}", []string{
+			"ahead.yaml:2:47: mcpServers.fs.headers.X-Retries: want a string, got a number (3)"}},
+		{"zero slots", "mcpServers:\n  fs: {command: x, slots: 0}", []string{"ahead.yaml:2:27: mcpServers.fs.slots: must be at least 1, got 0"}},
+		{"slots not a number", "mcpServers:\n  fs: {command: x, slots: '4'}", []string{`ahead.yaml:2:27: mcpServers.fs.slots: want a whole number, got "4"`}},
+		{"unsupported type", "mcpServers:\n  fs: {url: 'http://h/', type: sse}", []string{
+			`ahead.yaml:2:32: mcpServers.fs.type: unsupported transport "sse" (want stdio, http or streamable-http)`}},
+		{"http type with a command", "mcpServers:\n  fs: {command: x, type: http}", []string{"ahead.yaml:2:26: mcpServers.fs.type: type http needs a url, got a command"}},
+		{"stdio type with a url", "mcpServers:\n  fs: {url: 'https://h/', type: stdio}", []string{"ahead.yaml:2:33: mcpServers.fs.type: type stdio needs a command, got a url"}},
+		{"trust_annotations not a boolean", "mcpServers:\n  fs: {command: x, trust_annotations: 'true'}", []string{
+			`ahead.yaml:2:39: mcpServers.fs.trust_annotations: want true or false, got "true"`}},
+		{"prefix not a string", "mcpServers:\n  fs: {command: x, prefix: 1}", []string{"ahead.yaml:2:28: mcpServers.fs.prefix: want a string, got a number (1)"}},
+		{"stdio fields on an HTTP server", "mcpServers:\n  fs: {url: 'http://h/', args: [a], env: {A: b}, cwd: x}", []string{
+			"ahead.yaml:2:26: mcpServers.fs.args: only for a server started by a command (stdio), and this one has a url",
+			"ahead.yaml:2:37: mcpServers.fs.env: only for a server started by a command (stdio), and this one has a url",
+			"ahead.yaml:2:50: mcpServers.fs.cwd: only for a server started by a command (stdio), and this one has a url"}},
+		{"headers on a stdio server", "mcpServers:\n  fs: {command: x, headers: {A: b}}", []string{
+			"ahead.yaml:2:20: mcpServers.fs.headers: only for a server reached by a url (HTTP), and this one has a command"}},
+		{"merge key", "mcpServers:\n  fs:\n    <<: {command: x}", []string{
+			"ahead.yaml:3:5: mcpServers.fs: merge keys (<<) are not supported; write the fields out",
+			"ahead.yaml:3:5: mcpServers.fs: needs a command (stdio) or a url (streamable HTTP)"}},
+		{"several servers, every error", "mcpServers:\n  a: {command: x, slots: -1}\n  b: {url: ftp://h}\n", []string{
+			"ahead.yaml:2:26: mcpServers.a.slots: must be at least 1, got -1",
+			`ahead.yaml:3:12: mcpServers.b.url: want an http:// or https:// URL, such as https://mcp.example.com/mcp, got "ftp://h"`}},
 	} {
-		var doc yaml.Node
-		if err := yaml.Unmarshal([]byte(tc.yaml), &doc); err != nil {
-			t.Fatal(err)
-		}
-		_, err := parseMCPServers(doc.Content[0].Content[1], "ahead.yaml")
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			var doc yaml.Node
+			if err := yaml.Unmarshal([]byte(tc.yaml), &doc); err != nil {
+				t.Fatal(err)
+			}
+			ups, err := parseMCPServers(doc.Content[0].Content[1], "ahead.yaml")
+			if err == nil {
+				t.Fatalf("parseMCPServers accepted it: %+v", ups)
+			}
+			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("errors differ (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseMCPServersRelativeCwd: a relative cwd starts at the
+// configuration file's directory, as backends' exec dir does.
+func TestParseMCPServersRelativeCwd(t *testing.T) {
+	c, err := parseConfig([]byte("mcpServers:\n  fs: {command: npx, cwd: data}\n"), "a.yaml", "/etc/ahead", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].Dir != "/etc/ahead/data" {
+		t.Errorf("upstreams = %+v, want fs with cwd /etc/ahead/data", c.Upstreams)
 	}
 }
 
 func FuzzParseMCPServers(f *testing.F) {
 	f.Add("mcpServers:\n  fs: {command: npx, args: [a, b], env: {A: b}}\n")
 	f.Add("mcpServers:\n  s: {url: http://x/mcp, headers: {A: b}, type: http, slots: 2}\n")
-	f.Add("mcpServers: {a: {command: x, prefix: p_, trust_annotations: true}, b: &x {url: y}, c: *x}\n")
+	f.Add("mcpServers: {a: {command: x, prefix: p_, trust_annotations: true}, b: &x {url: 'https://y/'}, c: *x}\n")
+	f.Add("mcpServers: {a: {command: x}, a: {url: y}, '': {command: z, cwd: ''}}\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		var doc yaml.Node
 		if yaml.Unmarshal([]byte(s), &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode || len(doc.Content[0].Content) < 2 {
@@ -96,18 +153,97 @@ func FuzzParseMCPServers(f *testing.F) {
 		}
 		ups, err := parseMCPServers(doc.Content[0].Content[1], "f.yaml")
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "f.yaml:") {
-				t.Errorf("error without position: %v", err)
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f.yaml:") {
+					t.Errorf("error without position: %q", line)
+				}
 			}
 			return
 		}
-		// Whatever parses is a usable proxy configuration.
-		if len(ups) > 0 {
-			if _, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups}); err != nil && !strings.Contains(err.Error(), "two upstreams named") {
-				t.Errorf("parsed upstreams rejected by the proxy: %v", err)
-			}
+		// Whatever parses is a usable proxy configuration: at least one
+		// upstream, with unique names.
+		if _, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups}); err != nil {
+			t.Errorf("parsed upstreams rejected by the proxy: %v", err)
 		}
 	})
+}
+
+// TestMCPConfigErrors: ahead mcp --config reads the file as ahead serve
+// does, with the same positioned errors, all at once.
+func TestMCPConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		args       []string // after --config FILE
+		code       int
+		want       string // stderr, with FILE for the file's path
+	}{
+		{"typo and repeated server", "mcpServers:\n  fs: {command: x, arg: [z]}\n  fs: {command: y}\n", nil, 1,
+			"ahead mcp: FILE:2:20: mcpServers.fs.arg: unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots)\n" +
+				"FILE:3:3: mcpServers.fs: duplicate key (first at line 2)\n"},
+		{"non-string values", "mcpServers:\n  fs: {command: x, env: {PORT: 8080}}\ntrust_annotations: yes\n", nil, 1,
+			"ahead mcp: FILE:2:32: mcpServers.fs.env.PORT: want a string, got a number (8080)\n" +
+				`FILE:3:20: trust_annotations: want true or false, got "yes"` + "\n"},
+		{"serve's fields are checked too", "listen: 7777\nmcpServers: {fs: {command: x}}\nengine: {ttl: 5}\n", nil, 1,
+			"ahead mcp: FILE:1:9: listen: want a string, got a number (7777)\n" +
+				"FILE:3:15: engine.ttl: want a duration with its unit, such as 5s, got 5\n"},
+		{"unknown top-level field", "mcpServers: {fs: {command: x}}\ntrust: true\n", nil, 1,
+			"ahead mcp: FILE:2:1: trust: unknown field (want listen, max_body, shutdown_grace, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)\n"},
+		{"policy only, no upstream", "speculation_policy: {default: {allow: false}}\n", nil, 2,
+			"ahead mcp: usage error: no MCP server: give one after -- (ahead mcp -- npx -y SERVER ...) or in --config\n" +
+				"usage: ahead mcp [flags] [-- COMMAND ARGS...] (see ahead mcp --help)\n"},
+		{"name taken by the command's upstream", "mcpServers: {npx: {command: x}}\n", []string{"--", "npx", "server"}, 2,
+			`ahead mcp: usage error: the command's upstream is named "npx", like one in FILE: rename that one` + "\n" +
+				"usage: ahead mcp [flags] [-- COMMAND ARGS...] (see ahead mcp --help)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "ahead.yaml")
+			if err := os.WriteFile(file, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+			code := run(t.Context(), e, append([]string{"mcp", "--config", file}, tc.args...))
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d", code, tc.code)
+			}
+			if diff := cmp.Diff(strings.ReplaceAll(tc.want, "FILE", file), stderr.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMCPConfig: ahead mcp serves the mcpServers of its --config file
+// with the file's prefix, traces and trust_annotations.
+func TestMCPConfig(t *testing.T) {
+	node, bin := testdeps(t)
+	dir, traces := t.TempDir(), t.TempDir()
+	writeFiles(t, dir, map[string]string{"note.txt": "from the config\n"})
+	file := filepath.Join(t.TempDir(), "ahead.yaml")
+	config := fmt.Sprintf(`mcpServers:
+  fs:
+    command: %q
+    args: [%q, %q]
+    prefix: fs_
+traces: {dir: %q, prefix: agent}
+trust_annotations: true
+`, node, filepath.Join(bin, "mcp-server-filesystem"), dir, traces)
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before mcpSession's cleanup, so it runs after ahead mcp
+	// has exited and closed its traces.
+	t.Cleanup(func() {
+		files, err := filepath.Glob(filepath.Join(traces, "agent*"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("no traces named agent* in the config's traces dir: %v", err)
+		}
+	})
+	cs := mcpSession(t, "--config", file)
+	text, src := callSource(t, cs, "fs_read_text_file", map[string]any{"path": filepath.Join(dir, "note.txt")})
+	if text != "from the config\n" || src != "executed" {
+		t.Errorf("fs_read_text_file = %q (%s), want the note, executed", text, src)
+	}
 }
 
 // testdeps returns Node 22 and the npm executables of ../../testdeps;

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
+	"os"
 	"path/filepath"
-	"strconv"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,8 +23,8 @@ import (
 // router when it is built, and the proxy needs the engine to serve, so the
 // wiring has three steps:
 //
-//	ups, err := parseMCPServers(cfg.MCPServers, cfg.file)
-//	p, pol, err := newMCPFront(ctx, ups, cfg.Policy, cfg.TrustAnnotations, logger, os.Stderr)
+//	cfg, err := loadConfig(file)   // cfg.Upstreams: the mcpServers block
+//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, logger, os.Stderr)
 //	eng := engine.New(engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
 //	mountMCP(mux, p, eng)   // serves /mcp
 //	...
@@ -33,7 +35,23 @@ import (
 // existing block can be pasted in.
 const mcpServersKey = "mcpServers"
 
-// parseMCPServers reads the mcpServers block:
+// parseMCPServers reads the mcpServers block n of the configuration file
+// named file, as parseConfig does (it is for callers that hold the block
+// only); relative cwd paths start at the file's directory.
+func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	p := &cfgParser{Decoder: yamlnode.Decoder{File: file}, dir: dir, env: os.LookupEnv}
+	ups := p.mcpServers(n, mcpServersKey)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return ups, nil
+}
+
+// mcpServers parses the mcpServers block:
 //
 //	mcpServers:
 //	  fs:
@@ -49,107 +67,140 @@ const mcpServersKey = "mcpServers"
 //	    headers: {Authorization: "Bearer ..."}
 //
 // "type" (stdio, http, streamable-http) is accepted for compatibility with
-// agents' files and checked against the fields. Errors name file:line and
-// the field; all of them are reported.
-func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
-	// This block is read more loosely than config.go's fields: any scalar
-	// is a string, keys are not checked for repeats, and yaml.v3's Decode
-	// decides what slots and trust_annotations accept. Making it as strict
-	// would change what ahead mcp and ahead serve accept, so it shares
-	// only the positioned errors and the list of known fields.
-	d := &yamlnode.Decoder{File: file}
-	n = yamlnode.Resolve(n)
-	if n.Kind != yaml.MappingNode {
-		d.Errorf(n, mcpServersKey, "want a mapping of server names to servers")
-		return nil, d.Err()
-	}
-	str := func(n *yaml.Node, f string) string {
-		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-			d.Errorf(n, f, "want a string")
-			return ""
-		}
-		return n.Value
-	}
-	strMap := func(n *yaml.Node, f string) map[string]string {
-		if n.Kind != yaml.MappingNode {
-			d.Errorf(n, f, "want a mapping of strings")
-			return nil
-		}
-		m := make(map[string]string)
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			m[n.Content[j].Value] = str(n.Content[j+1], f+"."+n.Content[j].Value)
-		}
-		return m
-	}
+// agents' files and checked against the fields. The block is read as
+// strictly as the rest of the file: server names are unique, values have
+// the type asked for (args: [--port, "8080"], quoted, as backends' env
+// and headers want), fields the server's kind would ignore (headers on a
+// command) and unknown fields are errors, and every error is reported
+// with the file's others.
+func (p *cfgParser) mcpServers(n *yaml.Node, field string) []mcpproxy.Upstream {
 	var ups []mcpproxy.Upstream
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		name := k.Value
-		field := mcpServersKey + "." + name
-		if v.Kind != yaml.MappingNode {
-			d.Errorf(v, field, "want a mapping (command/args/env or url/headers)")
-			continue
+	ok := p.Mapping(n, field, func(k, v *yaml.Node, f string) {
+		if k.Value == "" {
+			p.Errorf(k, f, "empty server name")
+			return
 		}
-		u := mcpproxy.Upstream{Name: name}
-		typ := ""
-		for j := 0; j+1 < len(v.Content); j += 2 {
-			fk, fv := v.Content[j], v.Content[j+1]
-			f := field + "." + fk.Value
-			switch fk.Value {
-			case "command":
-				u.Command = str(fv, f)
-			case "args":
-				if fv.Kind != yaml.SequenceNode {
-					d.Errorf(fv, f, "want a list of strings")
-					continue
-				}
-				for a, av := range fv.Content {
-					u.Args = append(u.Args, str(av, f+"["+strconv.Itoa(a)+"]"))
-				}
-			case "env":
-				u.Env = strMap(fv, f)
-			case "cwd":
-				u.Dir = str(fv, f)
-			case "url":
-				u.URL = str(fv, f)
-			case "headers":
-				u.Headers = strMap(fv, f)
-			case "type":
-				typ = str(fv, f)
-				if typ != "stdio" && typ != "http" && typ != "streamable-http" {
-					d.Errorf(fv, f, "unsupported transport %q (want stdio, http or streamable-http)", typ)
-				}
-			case "prefix":
-				u.Prefix = str(fv, f)
-			case "trust_annotations":
-				if err := fv.Decode(&u.TrustAnnotations); err != nil {
-					d.Errorf(fv, f, "want true or false")
-				}
-			case "slots":
-				if err := fv.Decode(&u.Limits.Slots); err != nil || u.Limits.Slots < 1 {
-					d.Errorf(fv, f, "want a positive integer")
-				}
-			default:
-				d.Unknown(fk, f, fieldsMCPServer)
-			}
-		}
-		switch {
-		case u.Command == "" && u.URL == "":
-			d.Errorf(v, field, "needs a command (stdio) or a url (streamable HTTP)")
-		case u.Command != "" && u.URL != "":
-			d.Errorf(v, field, "has both a command and a url")
-		case typ == "stdio" && u.Command == "", typ != "" && typ != "stdio" && u.URL == "":
-			d.Errorf(v, field, "type %q does not match the fields given", typ)
-		}
-		ups = append(ups, u)
+		ups = append(ups, p.mcpServer(k.Value, v, f))
+	})
+	if ok && len(yamlnode.Resolve(n).Content) == 0 {
+		// mcpproxy refuses to run without upstreams; say so here, where
+		// the line is known.
+		p.Errorf(n, field, "empty: configure at least one MCP server, or remove %s", field)
 	}
-	if err := d.Err(); err != nil {
-		return nil, err
-	}
-	return ups, nil
+	return ups
 }
 
-var fieldsMCPServer = []string{"command", "args", "env", "cwd", "url", "headers", "type", "prefix", "trust_annotations", "slots"}
+var (
+	fieldsMCPServer = []string{"command", "args", "env", "cwd", "url", "headers", "type", "prefix", "trust_annotations", "slots"}
+	// The fields that only one kind of server uses: given to the other
+	// kind, they would be ignored, so they are errors.
+	fieldsStdioOnly = map[string]bool{"args": true, "env": true, "cwd": true}
+	fieldsHTTPOnly  = map[string]bool{"headers": true}
+)
+
+// mcpServer parses one server of the mcpServers block.
+func (p *cfgParser) mcpServer(name string, n *yaml.Node, field string) mcpproxy.Upstream {
+	u := mcpproxy.Upstream{Name: name}
+	if r := yamlnode.Resolve(n); r.Kind != yaml.MappingNode {
+		p.Errorf(r, field, "want a mapping (command/args/env or url/headers), got %s", yamlnode.Describe(r))
+		return u
+	}
+	var command, url, typ *yaml.Node // the command and url keys, the type value
+	var keys []*yaml.Node            // every key, for the kind checks
+	typName := ""
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
+		keys = append(keys, k)
+		switch k.Value {
+		case "command":
+			command = k
+			if s, ok := p.Str(v, f); ok {
+				if s == "" {
+					p.Errorf(yamlnode.Resolve(v), f, "empty program name")
+					return
+				}
+				u.Command = s
+			}
+		case "args":
+			u.Args = p.stringList(v, f)
+		case "env":
+			u.Env = p.stringMap(v, f, false)
+		case "cwd":
+			u.Dir, _ = p.path(v, f)
+		case "url":
+			url = k
+			if s, ok := p.Str(v, f); ok {
+				if !validURL(s) {
+					p.Errorf(yamlnode.Resolve(v), f, "want an http:// or https:// URL, such as https://mcp.example.com/mcp, got %q", s)
+					return
+				}
+				u.URL = s
+			}
+		case "headers":
+			u.Headers = p.stringMap(v, f, false)
+		case "type":
+			typ = yamlnode.Resolve(v)
+			if s, ok := p.Str(v, f); ok {
+				if s != "stdio" && s != "http" && s != "streamable-http" {
+					p.Errorf(yamlnode.Resolve(v), f, "unsupported transport %q (want stdio, http or streamable-http)", s)
+					return
+				}
+				typName = s
+			}
+		case "prefix":
+			u.Prefix, _ = p.Str(v, f)
+		case "trust_annotations":
+			u.TrustAnnotations, _ = p.Bool(v, f)
+		case "slots":
+			u.Limits.Slots, _ = p.Int(v, f, 1)
+		default:
+			p.Unknown(k, f, fieldsMCPServer)
+		}
+	})
+	switch {
+	case command == nil && url == nil:
+		p.Errorf(n, field, "needs a command (stdio) or a url (streamable HTTP)")
+		return u
+	case command != nil && url != nil:
+		p.Errorf(url, yamlnode.Join(field, "url"), "want a command (stdio) or a url (streamable HTTP), got both (command at line %d)", command.Line)
+		return u
+	case typName == "stdio" && command == nil:
+		p.Errorf(typ, yamlnode.Join(field, "type"), "type stdio needs a command, got a url")
+	case typName != "" && typName != "stdio" && url == nil:
+		p.Errorf(typ, yamlnode.Join(field, "type"), "type %s needs a url, got a command", typName)
+	}
+	for _, k := range keys {
+		switch {
+		case command == nil && fieldsStdioOnly[k.Value]:
+			p.Errorf(k, yamlnode.Join(field, k.Value), "only for a server started by a command (stdio), and this one has a url")
+		case url == nil && fieldsHTTPOnly[k.Value]:
+			p.Errorf(k, yamlnode.Join(field, k.Value), "only for a server reached by a url (HTTP), and this one has a command")
+		}
+	}
+	return u
+}
+
+// validURL reports whether s is an absolute http or https URL, the only
+// kind the streamable HTTP transport can reach.
+func validURL(s string) bool {
+	u, err := neturl.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// stringList parses a list of strings (a command's arguments).
+func (p *cfgParser) stringList(n *yaml.Node, field string) []string {
+	n = yamlnode.Resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		p.Errorf(n, field, "want a list of strings, got %s", yamlnode.Describe(n))
+		return nil
+	}
+	out := make([]string, 0, len(n.Content))
+	for i, item := range n.Content {
+		if s, ok := p.Str(item, fmt.Sprintf("%s[%d]", field, i)); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // commandUpstream is the upstream given on ahead mcp's command line.
 func commandUpstream(args []string) mcpproxy.Upstream {
