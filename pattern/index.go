@@ -475,12 +475,24 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 		return true
 	}
 	if cp.list.every {
-		h.Each(cp.list.sig, func(p *Payload) bool {
-			if list, ok := p.listAt(cp.list); ok {
+		// Lists the session has started on come first, the most recent
+		// first, then the untouched ones: an agent going through the
+		// elements of several lists (the flights of each booking) finishes
+		// one before it starts the next, even when a newer list arrived
+		// in between.
+		for pass := 0; pass < 2 && rank < max && scanned <= maxListScan; pass++ {
+			h.Each(cp.list.sig, func(p *Payload) bool {
+				list, ok := p.listAt(cp.list)
+				if !ok {
+					return true
+				}
+				if cp.started(list, pos, h) != (pass == 0) {
+					return true
+				}
 				eachElem(list, each)
-			}
-			return rank < max && scanned <= maxListScan
-		})
+				return rank < max && scanned <= maxListScan
+			})
+		}
 		return dst
 	}
 	list, text, _, ok := cp.resolve(cp.list, pos, h, nil)
@@ -489,6 +501,24 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	}
 	eachElem(list, each)
 	return dst
+}
+
+// started reports whether the session already made the call of one of
+// list's elements.
+func (cp *cpattern) started(list []byte, pos []int, h History) bool {
+	var scratch []byte
+	found := false
+	eachElem(list, func(n int, el []byte) bool {
+		if n >= maxListScan {
+			return false
+		}
+		var ok bool
+		if scratch, ok = cp.appendArgs(scratch[:0], pos, h, el); ok && h.Used(CallHash(cp.tool, scratch)) {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // listAt returns the JSON array a list source names in this event.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -306,4 +307,45 @@ func BenchmarkMineShared(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(pool.Patterns)), "patterns")
 	b.ReportMetric(float64(len(encode(b, pool)))/(1<<20), "file-MiB")
+}
+
+// TestListEveryStarted checks that a list read from every recent event of
+// a signature continues the list the session has started on before it
+// turns to a newer, untouched one.
+func TestListEveryStarted(t *testing.T) {
+	lister := Signature{Tool: "list_items"}
+	pool := &Pool{
+		Version: Version,
+		Mined:   Mined{MaxContext: 3, MinSupport: 2},
+		Patterns: []Pattern{{
+			Context: []Signature{{Tool: "read_item"}}, Tool: "read_item", Exact: true,
+			List:    &ListSource{From: Ref{Sig: &lister}, Part: PartOutput, Path: "/items", Every: true},
+			Args:    []Mapping{{Arg: "name", Part: PartItem, Path: "/name"}},
+			Support: 4, Hits: []int{2, 1, 1}, ToolHits: 4, P: 0.5,
+		}},
+	}
+	x, err := NewIndex(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(names ...string) trace.Event {
+		var items []string
+		for _, n := range names {
+			items = append(items, `{"name": "`+n+`"}`)
+		}
+		return trace.Event{Session: "n", Tool: "list_items", Args: json.RawMessage(`{}`), Status: trace.StatusOK,
+			Output: `{"items": [` + strings.Join(items, ", ") + `]}`}
+	}
+	read := trace.Event{Session: "n", Tool: "read_item", Args: json.RawMessage(`{"name":"a1"}`), Status: trace.StatusOK, Output: "content"}
+	h := newTestHistory(x, list("a1", "a2"), list("b1", "b2"), read)
+	var got []string
+	h.match(func(pi int32, pos []int) {
+		for _, c := range x.Eval(pi, pos, h, 3, nil) {
+			got = append(got, string(c.Args))
+		}
+	})
+	want := []string{`{"name":"a2"}`, `{"name":"b1"}`, `{"name":"b2"}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("candidates (-want +got):\n%s", diff)
+	}
 }

@@ -100,8 +100,10 @@ const (
 // ListSource is where a pattern's list lies: the JSON array at Path (a JSON
 // pointer) in Part of the event From. With Every (and a signature
 // reference), the lists of the session's last MaxEvery events with that
-// signature, the most recent first, are read as one: the flights of every
-// reservation looked at, not only the last one's.
+// signature are read as one: the flights of every reservation looked at,
+// not only the last one's. The lists the session has already called an
+// element of come first, then the others, each group the most recent
+// first: an agent finishes one list before it starts the next.
 type ListSource struct {
 	From  Ref    `json:"from"`
 	Part  string `json:"part"`
