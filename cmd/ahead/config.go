@@ -54,9 +54,6 @@ type config struct {
 	// order (parsed by serve_mcp.go, in the shape agents' configurations
 	// use); relative cwd paths are resolved.
 	Upstreams []mcpproxy.Upstream
-	// MCPServers is the mcpServers block as read (nil if absent), for
-	// callers that parse it again with parseMCPServers.
-	MCPServers *yaml.Node
 	// TrustAnnotations lets MCP upstreams' tool annotations feed the
 	// default policy (issue 5, §3).
 	TrustAnnotations bool
@@ -188,7 +185,7 @@ func parseConfigWith(data []byte, filename, dir string, lookupEnv func(string) (
 		return nil, err
 	}
 	var policyNode *yaml.Node
-	hasBackends := false
+	hasBackends, hasMCP := false, false
 	var backendsNode *yaml.Node
 	p.Mapping(root, "", func(k, v *yaml.Node, f string) {
 		switch k.Value {
@@ -221,7 +218,7 @@ func parseConfigWith(data []byte, filename, dir string, lookupEnv func(string) (
 		case "engine":
 			c.Engine = p.engine(v, f)
 		case mcpServersKey:
-			c.MCPServers = yamlnode.Resolve(v)
+			hasMCP = true
 			c.Upstreams = p.mcpServers(v, f)
 		case "trust_annotations":
 			if b, ok := p.Bool(v, f); ok {
@@ -236,7 +233,7 @@ func parseConfigWith(data []byte, filename, dir string, lookupEnv func(string) (
 		p.Add(err)
 		c.Policy = pol
 	}
-	if len(c.Backends) == 0 && c.MCPServers == nil && !opts.backendsOptional && root.Kind == yaml.MappingNode && (!hasBackends || p.Err() == nil) {
+	if len(c.Backends) == 0 && !hasMCP && !opts.backendsOptional && root.Kind == yaml.MappingNode && (!hasBackends || p.Err() == nil) {
 		// Without any backend every call would be refused. (When the
 		// backends block has errors, those say what is wrong; an
 		// mcpServers block has at least one server or an error.)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/yamlnode"
 )
 
 func TestParseMCPServers(t *testing.T) {
@@ -589,4 +590,20 @@ func TestMCPRecordMineServe(t *testing.T) {
 	if want, _ := os.ReadFile(first); text != string(want) {
 		t.Errorf("read = %q, want %q", text, want)
 	}
+}
+
+// parseMCPServers reads an mcpServers block on its own, as parseConfig
+// does inside a whole file; relative cwd paths start at the file's
+// directory.
+func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	p := &cfgParser{Decoder: yamlnode.Decoder{File: file}, dir: dir, env: os.LookupEnv}
+	ups := p.mcpServers(n, mcpServersKey)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return ups, nil
 }

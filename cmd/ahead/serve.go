@@ -177,14 +177,10 @@ func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.
 	}
 	pol := cfg.Policy
 	var mcpRoute func(string) (string, bool)
-	if cfg.MCPServers != nil {
+	if len(cfg.Upstreams) > 0 {
 		// The MCP front (serve_mcp.go) starts the trusted upstreams here
 		// to read their annotations into the policy.
-		ups, err := parseMCPServers(cfg.MCPServers, cfg.file)
-		if err != nil {
-			return nil, err
-		}
-		if st.mcp, pol, err = newMCPFront(ctx, ups, pol, cfg.TrustAnnotations, logger, stderr); err != nil {
+		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, logger, stderr); err != nil {
 			return nil, fmt.Errorf("%s: %w", mcpServersKey, err)
 		}
 		maps.Copy(st.backends, st.mcp.Backends())

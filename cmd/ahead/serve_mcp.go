@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	neturl "net/url"
-	"os"
 	"path/filepath"
 
 	"go.yaml.in/yaml/v3"
@@ -34,22 +33,6 @@ import (
 // agents' MCP configurations use (Claude Code, gemini-cli, Cursor), so an
 // existing block can be pasted in.
 const mcpServersKey = "mcpServers"
-
-// parseMCPServers reads the mcpServers block n of the configuration file
-// named file, as parseConfig does (it is for callers that hold the block
-// only); relative cwd paths start at the file's directory.
-func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
-	dir, err := filepath.Abs(filepath.Dir(file))
-	if err != nil {
-		return nil, err
-	}
-	p := &cfgParser{Decoder: yamlnode.Decoder{File: file}, dir: dir, env: os.LookupEnv}
-	ups := p.mcpServers(n, mcpServersKey)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	return ups, nil
-}
 
 // mcpServers parses the mcpServers block:
 //
