@@ -135,8 +135,35 @@ func hasFlags(fs *flag.FlagSet) bool {
 }
 
 // parseFlags parses args, turning flag errors into usage errors. --help
-// returns flag.ErrHelp (exit 0).
+// returns flag.ErrHelp (exit 0). Flags may come after positional
+// arguments (ahead mine TRACE -o pool.json), as users write them; "--"
+// ends the flags, and everything after it is positional.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := parseFlagsUntilArg(fs, args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Leave exactly the positional arguments in fs.Args().
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// parseFlagsUntilArg parses flags up to the first positional argument, as
+// the flag package does: for commands whose positional arguments are a
+// command line of their own (ahead mcp npx -y server), whose flags are not
+// ahead's.
+func parseFlagsUntilArg(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

@@ -38,7 +38,9 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	tracesDir := fs.String("traces", "", "record every call to JSONL traces in `dir`")
 	trust := fs.Bool("trust-annotations", false, "let the upstreams' tool annotations feed the default policy: readOnlyHint tools that are not open-world speculate, the rest never")
 	logLevel := fs.String("log-level", "warn", "stderr log `level`: debug, info, warn or error")
-	if err := parseFlags(fs, args); err != nil {
+	// The upstream's command line is not ahead's: its flags (npx -y ...)
+	// must not be parsed as ours.
+	if err := parseFlagsUntilArg(fs, args); err != nil {
 		return err
 	}
 	var level slog.Level
