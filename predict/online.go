@@ -363,9 +363,10 @@ type scored struct {
 // rank orders predictions for speculation and cuts the list: first the
 // best concrete call of the most likely next tool (its tool-only guess if
 // it has none), so that the likeliest tool is never crowded out by several
-// calls of another; then the rest by p. Tool-only guesses are kept only for
-// tools without concrete calls: for a tool with some, a warm-up adds
-// nothing to running them.
+// calls of another; then the rest by p, except that a concrete call of a
+// tool already listed goes ahead of the tool-only guesses below it. Tool-only
+// guesses are kept only for tools without concrete calls: for a tool with
+// some, a warm-up adds nothing to running them.
 func rank(out []scored, limit int) []Prediction {
 	var best string
 	bestP := -1.0
@@ -394,6 +395,25 @@ func rank(out []scored, limit int) []Prediction {
 		first := out[i]
 		copy(out[1:i+1], out[:i])
 		out[0] = first
+	}
+	// A concrete call of a tool already listed moves ahead of the
+	// tool-only guesses below that tool: only a concrete call can be run
+	// ahead, and the order in which tools first appear (what the tool
+	// guesses are worth) stays the same.
+	for i := 1; i < len(out); i++ {
+		if out[i].key.hash == 0 {
+			continue
+		}
+		j := i
+		for j > 0 && out[j-1].key.hash == 0 && out[j-1].key.tool != out[i].key.tool {
+			j--
+		}
+		if j == i || !slices.ContainsFunc(out[:j], func(sc scored) bool { return sc.key.tool == out[i].key.tool }) {
+			continue
+		}
+		sc := out[i]
+		copy(out[j+1:i+1], out[j:i])
+		out[j] = sc
 	}
 	if len(out) > limit {
 		out = out[:limit]
