@@ -54,6 +54,7 @@ type cpattern struct {
 	args   []cmapping
 	// The live counts (see Pattern).
 	support, toolHits, elseSupport, elseHits atomic.Int64
+	repeats, repeatHits                      atomic.Int64
 	hits                                     []atomic.Int64
 }
 
@@ -132,6 +133,8 @@ func (x *Index) add(pt *Pattern) error {
 	cp.toolHits.Store(int64(pt.ToolHits))
 	cp.elseSupport.Store(int64(pt.ElseSupport))
 	cp.elseHits.Store(int64(pt.ElseHits))
+	cp.repeats.Store(int64(pt.Repeats))
+	cp.repeatHits.Store(int64(pt.RepeatHits))
 	for r, h := range pt.Hits {
 		cp.hits[r].Store(int64(h))
 	}
@@ -215,12 +218,13 @@ func (x *Index) Exact(i int32) bool { return x.pats[i].exact }
 // Counts are a pattern's live counts (see Pattern for their meaning).
 type Counts struct {
 	Support, ToolHits, ElseSupport, ElseHits int64
+	Repeats, RepeatHits                      int64
 }
 
 // Counts returns the live counts of pattern i.
 func (x *Index) Counts(i int32) Counts {
 	cp := x.pats[i]
-	return Counts{cp.support.Load(), cp.toolHits.Load(), cp.elseSupport.Load(), cp.elseHits.Load()}
+	return Counts{cp.support.Load(), cp.toolHits.Load(), cp.elseSupport.Load(), cp.elseHits.Load(), cp.repeats.Load(), cp.repeatHits.Load()}
 }
 
 // Hits returns the live hits of pattern i at rank r (0 beyond its ranks).
@@ -235,8 +239,9 @@ func (x *Index) Hits(i int32, r int) int64 {
 // Record counts one more occurrence of pattern i's context (online
 // learning). evaluated says whether its mappings could be evaluated; tool
 // whether the next call was to its tool; hit is the rank of the candidate
-// the next call was, or -1.
-func (x *Index) Record(i int32, evaluated, tool bool, hit int) {
+// the next call was, or -1; repeat whether the session had made the
+// pattern's call already (see Pattern.Repeats).
+func (x *Index) Record(i int32, evaluated, tool bool, hit int, repeat bool) {
 	cp := x.pats[i]
 	if !evaluated {
 		cp.elseSupport.Add(1)
@@ -252,7 +257,16 @@ func (x *Index) Record(i int32, evaluated, tool bool, hit int) {
 	if hit >= 0 && hit < len(cp.hits) {
 		cp.hits[hit].Add(1)
 	}
+	if repeat {
+		cp.repeats.Add(1)
+		if hit == 0 {
+			cp.repeatHits.Add(1)
+		}
+	}
 }
+
+// List reports whether pattern i iterates a list.
+func (x *Index) List(i int32) bool { return x.pats[i].list != nil }
 
 // Ranks returns how many candidate ranks pattern i counts.
 func (x *Index) Ranks(i int32) int { return len(x.pats[i].hits) }
@@ -268,6 +282,8 @@ func (x *Index) Snapshot() *Pool {
 		pt.ToolHits = int(cp.toolHits.Load())
 		pt.ElseSupport = int(cp.elseSupport.Load())
 		pt.ElseHits = int(cp.elseHits.Load())
+		pt.Repeats = int(cp.repeats.Load())
+		pt.RepeatHits = int(cp.repeatHits.Load())
 		pt.Hits = make([]int, len(cp.hits))
 		for r := range cp.hits {
 			pt.Hits[r] = int(cp.hits[r].Load())

@@ -443,7 +443,7 @@ func (m *miner) exactPatterns(c minedContext, ctx []Signature, tool string, hit 
 	// signature", which is the same event) are one: keep the simplest.
 	out = slices.CompactFunc(out, func(a, b Pattern) bool {
 		return a.Support == b.Support && a.ToolHits == b.ToolHits && a.ElseSupport == b.ElseSupport &&
-			a.ElseHits == b.ElseHits && slices.Equal(a.Hits, b.Hits)
+			a.ElseHits == b.ElseHits && a.Repeats == b.Repeats && a.RepeatHits == b.RepeatHits && slices.Equal(a.Hits, b.Hits)
 	})
 	if len(out) > o.Alternatives {
 		out = out[:o.Alternatives]
@@ -852,12 +852,19 @@ func (m *miner) validate(c minedContext, pt *Pattern) {
 			continue
 		}
 		pt.Support++
+		repeat := pt.List == nil && h.Used(cands[0].Hash)
+		if repeat {
+			pt.Repeats++
+		}
 		if t.ev.Tool != pt.Tool {
 			continue
 		}
 		pt.ToolHits++
 		if !t.argsOK {
 			continue
+		}
+		if repeat && cands[0].Hash == t.hash {
+			pt.RepeatHits++
 		}
 		for _, cd := range cands {
 			if cd.Hash == t.hash {

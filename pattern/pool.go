@@ -80,6 +80,13 @@ type Pattern struct {
 	// run out is the strongest sign the agent moves on.
 	ElseSupport int `json:"else_support,omitempty"`
 	ElseHits    int `json:"else_hits,omitempty"`
+	// Repeats counts, for a pattern without a List, the Support
+	// occurrences at which its call had already been made in the session,
+	// and RepeatHits those of them at which it was made again: some calls
+	// are repeated (a hand-over restated), most never are, and whether
+	// the call was made already is known when predicting.
+	Repeats    int `json:"repeats,omitempty"`
+	RepeatHits int `json:"repeat_hits,omitempty"`
 }
 
 // Ref names an event a value is read from: the context element Ctx
@@ -304,6 +311,9 @@ func (pt *Pattern) validate() error {
 	}
 	if len(pt.Hits) == 0 || len(pt.Hits) > 64 {
 		return fmt.Errorf("hits has %d ranks (want 1 to 64)", len(pt.Hits))
+	}
+	if pt.Repeats < 0 || pt.RepeatHits < 0 || pt.RepeatHits > pt.Repeats || pt.Repeats > pt.Support {
+		return errors.New("repeats: counts out of range")
 	}
 	if pt.Support < 0 || pt.ToolHits < 0 || pt.ElseSupport < 0 || pt.ElseHits < 0 || slices.ContainsFunc(pt.Hits, func(h int) bool { return h < 0 }) {
 		return errors.New("negative counts")

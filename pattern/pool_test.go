@@ -69,6 +69,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad pointer", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0},"part":"args","path":"x"}],"hits":[1]}`), ErrInvalid, "pointer"},
 		{"bad const", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","const":{"a":1,"a":2}}],"hits":[1]}`), ErrInvalid, "const"},
 		{"unsorted args", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"y","const":1},{"arg":"x","const":1}],"hits":[1]}`), ErrInvalid, "sorted"},
+		{"repeats", pat(`{"context":[{"tool":"a"}],"tool":"t","hits":[1],"support":2,"repeats":2,"repeat_hits":3}`), ErrInvalid, "repeats"},
 		{"bad norm", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0},"part":"args","norm":"rot13"}],"hits":[1]}`), ErrInvalid, "norm"},
 	}
 	for _, tt := range tests {

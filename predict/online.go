@@ -136,6 +136,7 @@ type slot struct {
 type firing struct {
 	pattern   int32
 	evaluated bool
+	repeat    bool     // its call was made already (see pattern.Pattern.Repeats)
 	hashes    []uint64 // candidate hashes by rank; nil for tool-only
 }
 
@@ -212,7 +213,7 @@ func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
 		if isTool && ok && f.hashes != nil {
 			hit = slices.Index(f.hashes, hash)
 		}
-		o.x.Record(f.pattern, f.evaluated, isTool, hit)
+		o.x.Record(f.pattern, f.evaluated, isTool, hit, f.repeat)
 	}
 }
 
@@ -302,17 +303,21 @@ func (o *Online) predict(s *session) []Prediction {
 	// add merges an estimate into the prediction of its key, keeping the
 	// best: each matched context is evidence, and the most confident one
 	// wins.
-	add := func(k predKey, args []byte, hits float64, support int64) {
-		if hits <= 0 {
+	addP := func(k predKey, args []byte, p float64) {
+		if p <= 0 {
 			return
 		}
-		p := hits / (float64(support) + o.opts.Shrink)
 		if i, ok := s.preds[k]; ok {
 			out[i].p = max(out[i].p, p)
 			return
 		}
 		s.preds[k] = len(out)
 		out = append(out, scored{key: k, args: args, p: p})
+	}
+	add := func(k predKey, args []byte, hits float64, support int64) {
+		if hits > 0 {
+			addP(k, args, hits/(float64(support)+o.opts.Shrink))
+		}
 	}
 	o.x.Match(s.window, func(pi int32, pos []int) {
 		tool := o.x.Tool(pi)
@@ -336,6 +341,25 @@ func (o *Online) predict(s *session) []Prediction {
 		start := len(s.hashBuf)
 		s.hashBuf = append(s.hashBuf, make([]uint64, len(s.cands))...)
 		f := firing{pattern: pi, evaluated: true, hashes: s.hashBuf[start:len(s.hashBuf):len(s.hashBuf)]}
+		if !o.x.List(pi) {
+			// One call: its p is split by whether the session made it
+			// already, each side pulled towards the pattern's p by one
+			// pseudo-occurrence, so that a split the traces rarely saw
+			// says little.
+			cd := s.cands[0]
+			f.hashes[0] = cd.Hash
+			f.repeat = h.Used(cd.Hash)
+			hits, support := float64(o.x.Hits(pi, 0)), float64(c.Support)
+			p0 := hits / (support + o.opts.Shrink)
+			if f.repeat {
+				hits, support = float64(c.RepeatHits), float64(c.Repeats)
+			} else {
+				hits, support = hits-float64(c.RepeatHits), support-float64(c.Repeats)
+			}
+			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, (hits+p0)/(support+1))
+			s.fired = append(s.fired, f)
+			return
+		}
 		for _, cd := range s.cands {
 			f.hashes[cd.Rank] = cd.Hash
 			hits := float64(o.x.Hits(pi, cd.Rank))

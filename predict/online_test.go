@@ -282,3 +282,35 @@ func TestRankConcreteBeforeToolOnly(t *testing.T) {
 		t.Errorf("ranked (-want +got):\n%s", diff)
 	}
 }
+
+// TestOnlineRepeats checks that a one-call pattern's p depends on whether
+// the session made the call already, from the pattern's repeat counts,
+// and that learning counts repeats.
+func TestOnlineRepeats(t *testing.T) {
+	pool := &pattern.Pool{Version: pattern.Version, Mined: pattern.Mined{MaxContext: 2}, Patterns: []pattern.Pattern{{
+		Context: []pattern.Signature{{Tool: "a"}}, Tool: "b", Exact: true,
+		Args:    []pattern.Mapping{{Arg: "x", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/x"}},
+		Support: 10, Hits: []int{5}, ToolHits: 5, Repeats: 5, RepeatHits: 0,
+	}}}
+	o, err := NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := 5.0 / 11
+	fresh := o.Observe(ev("s", 0, "a", `{"x":1}`, ""))
+	if want := (5 + p0) / 6; len(fresh) != 1 || fresh[0].P != want {
+		t.Fatalf("a call not made yet: %+v, want p = %v", fresh, want)
+	}
+	o.Observe(ev("s", 1, "b", `{"x":1}`, "")) // a hit, not a repeat
+	again := o.Observe(ev("s", 2, "a", `{"x":1}`, ""))
+	// p is now 6/12 (one learnt hit), and no repeat was ever made again.
+	if want := (6.0 / 12) / 6; len(again) != 1 || again[0].P != want {
+		t.Fatalf("a call made already: %+v, want p = %v", again, want)
+	}
+	o.Observe(ev("s", 3, "b", `{"x":1}`, "")) // a hit, and a repeat
+	got := o.Index().Snapshot().Patterns[0]
+	if got.Support != 12 || got.Hits[0] != 7 || got.Repeats != 6 || got.RepeatHits != 1 {
+		t.Errorf("learnt counts: support %d hits %v repeats %d repeat hits %d, want 12 [7] 6 1",
+			got.Support, got.Hits, got.Repeats, got.RepeatHits)
+	}
+}
