@@ -22,9 +22,10 @@
 //     context, the events before them for the value's source: a JSON path
 //     into an output or earlier arguments (stepping into JSON documents
 //     inside strings), a list element (the first not called yet first, in
-//     one event or across the recent events of a signature), a line or
-//     token of a text, a normalisation (case, path clean/base/dir) and a
-//     constant frame around it (a template), or a constant. Mappings must
+//     one event or across the recent events of a signature, the lists the
+//     session has started on first), a line or token of a text, a
+//     normalisation (case, path clean/base/dir) and a constant frame
+//     around it (a template), or a constant. Mappings must
 //     explain varying values (else they are constants in disguise); each
 //     candidate is validated over every occurrence of the context, and the
 //     best combinations are kept.
@@ -32,7 +33,9 @@
 //     those where f could be evaluated, whose very next call is the
 //     predicted one (same call key). Where f cannot be evaluated (a list
 //     has run out), the tool's own odds are counted apart, so the predictor
-//     knows the agent is moving on.
+//     knows the agent is moving on. For a pattern predicting one call,
+//     the occurrences at which that call had already been made are counted
+//     apart too (Repeats): most calls are never repeated, a few always are.
 //
 // Mining is deterministic: the same traces and options give a
 // byte-identical pool file. Text is read by line and token: a token is a
