@@ -189,25 +189,15 @@ func unquoteBody(body []byte) (string, bool) {
 	return string(out), true
 }
 
-// hex4 decodes the four hex digits at b[i:].
+// hex4 decodes the four hex digits of a \u escape at b[i:]. (Escapes are
+// rare in the strings this decodes; callkey keeps a loop of its own on its
+// hot path.)
 func hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	return rune(v), err == nil
 }
 
 // keyEquals reports whether the raw key literal (with quotes) is key.
