@@ -67,6 +67,12 @@ type Predictor interface {
 	Forget(session string)
 }
 
+// Starter is a Predictor that can also guess a session's first call, from
+// the patterns whose context is the session start. Begin uses it.
+type Starter interface {
+	Start(session string) []predict.Prediction
+}
+
 // Recorder stores events (the trace store). Record must not block for long.
 type Recorder interface {
 	Record(ev trace.Event) error
@@ -356,6 +362,29 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		endCallSpan(span, res, err)
 	}
 	return res, err
+}
+
+// Begin announces a session before its first call (an MCP session's
+// initialize), so that its first call can be speculated on too, if the
+// predictor is a Starter. It does nothing for a session that has already
+// made calls or begun, or when nothing may be speculated.
+func (e *Engine) Begin(sessionID string) {
+	st, ok := e.opts.Predictor.(Starter)
+	if !ok || e.opts.Policy == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	s := e.sessionLocked(sessionID, time.Now())
+	first := s.seq == 0 && !s.begun
+	s.begun = true
+	e.mu.Unlock()
+	if first {
+		e.speculate(s, 0, st.Start(sessionID))
+	}
 }
 
 // EndSession drops a session: its speculative work is cancelled and its

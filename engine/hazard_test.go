@@ -591,3 +591,27 @@ func TestNoSpeculationOfACallInFlight(t *testing.T) {
 		}
 	})
 }
+
+type starter struct {
+	predict.Func
+	first []predict.Prediction
+}
+
+func (s starter) Start(string) []predict.Prediction { return s.first }
+
+func TestBeginSpeculatesTheFirstCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{Predictor: starter{first: []predict.Prediction{read("a", 0.9)}}})
+		h.eng.Begin("s")
+		h.eng.Begin("s") // once only
+		time.Sleep(2 * time.Second)
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Reused {
+			t.Errorf("first call after Begin: %s, want reused", res.Source)
+		}
+		h.eng.Begin("s") // after calls: nothing
+		synctest.Wait()
+		if n := len(h.st.speculative()); n != 1 {
+			t.Errorf("%d speculative executions, want 1", n)
+		}
+	})
+}

@@ -38,6 +38,7 @@ type session struct {
 	warmed     map[string]time.Time // tool → last warm-up
 	bytes      int64
 	gone       bool // dropped; late completions must not re-add state
+	begun      bool // Begin was called
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think

@@ -117,6 +117,11 @@ func (s *session) initialize(ctx context.Context, next mcp.MethodHandler, method
 	if err != nil {
 		return nil, err
 	}
+	// The session exists before its first call: let the engine speculate
+	// on that call too (the predictor's session-start patterns).
+	if b, ok := s.p.engine().(interface{ Begin(session string) }); ok {
+		b.Begin(s.id)
+	}
 	ir, ok := res.(*mcp.InitializeResult)
 	if !ok {
 		return res, nil

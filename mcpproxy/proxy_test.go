@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
 )
 
 func TestThroughAheadEqualsDirect(t *testing.T) {
@@ -406,5 +408,24 @@ func TestWarmupRestartsItsSessionOnly(t *testing.T) {
 	}
 	if err := b.Warmup(t.Context(), backend.Request{Session: "no-such-session", Tool: "read"}); err == nil {
 		t.Error("Warmup of an unknown session succeeded")
+	}
+}
+
+// firstList predicts a session's first call (a list) at its start.
+type firstList struct{ predict.Func }
+
+func (firstList) Start(string) []predict.Prediction {
+	return []predict.Prediction{{Tool: "list", Args: json.RawMessage(`{}`), P: 0.9}}
+}
+
+// TestFirstCallSpeculatedAtInitialize checks that the engine hears of a
+// session at initialize, so its first call can be ready when it comes.
+func TestFirstCallSpeculatedAtInitialize(t *testing.T) {
+	r := newRig(t, rigOptions{predictor: firstList{}})
+	cs := r.connect(nil)
+	// The speculative list runs in the background after initialize; the
+	// first call finds it running or done.
+	if _, src := call(t, cs, "list", map[string]any{}); src != "reused" && src != "promoted" {
+		t.Errorf("first call: source %q, want reused or promoted", src)
 	}
 }
