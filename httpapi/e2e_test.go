@@ -213,3 +213,46 @@ func TestEndToEnd(t *testing.T) {
 		t.Logf("stats: %s", b.String())
 	}
 }
+
+// searchFirst predicts every session's first call: a search for "go".
+type searchFirst struct{ engine.Predictor }
+
+func (searchFirst) Start(string) []predict.Prediction {
+	return []predict.Prediction{{Tool: "search", Args: json.RawMessage(`{"q":"go"}`), P: 0.9}}
+}
+
+// TestBeginSession checks POST /v1/sessions/{session}: the session's first
+// call is speculated before it arrives.
+func TestBeginSession(t *testing.T) {
+	tools := newToolServer(t)
+	rb, err := remote.New(tools.URL+"/tools/{tool}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	eng := engine.New(engine.Options{
+		Backends:  map[string]engine.Backend{"web": {Backend: rb}},
+		Policy:    &policy.Policy{Tools: map[string]policy.Tool{"search": {Allow: true}}},
+		Predictor: searchFirst{searchThenFetch},
+	})
+	defer eng.Close()
+	api := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Logger: quiet}))
+	defer api.Close()
+	c := api.Client()
+	resp, err := c.Post(api.URL+"/v1/sessions/agent-1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("POST /v1/sessions/agent-1: %d, want 204", resp.StatusCode)
+	}
+	waitFor(t, "the speculative search to run", func() bool { return tools.count(`search{"q":"go"}`) == 1 })
+	code, a := post(t, c, api.URL+"/v1/sessions/agent-1/calls", `{"tool": "search", "args": {"q": "go"}}`)
+	if code != 200 || (a.Source != "reused" && a.Source != "promoted") {
+		t.Errorf("first call after begin: %d %+v, want reused or promoted", code, a)
+	}
+	if n := tools.count(`search{"q":"go"}`); n != 1 {
+		t.Errorf("search ran %d times, want once", n)
+	}
+}

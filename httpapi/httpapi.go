@@ -39,6 +39,7 @@ import (
 // Engine is what the handler needs of *engine.Engine.
 type Engine interface {
 	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
+	Begin(session string)
 	EndSession(session string)
 	Stats() engine.Stats
 }
@@ -84,6 +85,7 @@ func New(eng Engine, opts *Options) *Handler {
 		h.opts.Logger = slog.Default()
 	}
 	h.mux.HandleFunc("POST /v1/sessions/{session}/calls", h.call)
+	h.mux.HandleFunc("POST /v1/sessions/{session}", h.begin)
 	h.mux.HandleFunc("DELETE /v1/sessions/{session}", h.endSession)
 	h.mux.HandleFunc("GET /v1/stats", h.stats)
 	h.mux.HandleFunc("GET /healthz", h.healthz)
@@ -163,6 +165,13 @@ func (h *Handler) callErrorCode(ctx context.Context, err error) int {
 	default:
 		return http.StatusBadGateway
 	}
+}
+
+// begin announces a session before its first call, so that call can be
+// speculated on too. A session also starts with its first call without it.
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request) {
+	h.eng.Begin(r.PathValue("session"))
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (h *Handler) endSession(w http.ResponseWriter, r *http.Request) {
