@@ -187,7 +187,7 @@ func (c *authCall) finish(res Result, err error) {
 			e.opts.Logger.Warn("recording call", "session", s.id, "tool", c.tool, "err", rerr)
 		}
 	}
-	if gone || e.opts.Predictor == nil || e.opts.Policy == nil {
+	if gone || e.opts.Predictor == nil || e.policy.Load() == nil {
 		return
 	}
 	e.speculate(s, c.seq+1, e.opts.Predictor.Observe(ev))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -189,6 +190,7 @@ type Engine struct {
 	fallback string            // backend for unlisted tools
 	metrics  *metrics
 	tracer   oteltrace.Tracer // nil: no spans
+	policy   atomic.Pointer[policy.Policy]
 
 	mu       sync.Mutex // protects everything below
 	sessions map[string]*session
@@ -235,6 +237,7 @@ func New(opts Options) *Engine {
 		// an unlisted tool is ambiguous: none does (set Route to decide).
 		e.fallback = unlisted[0]
 	}
+	e.policy.Store(opts.Policy)
 	if opts.TracerProvider != nil {
 		e.tracer = opts.TracerProvider.Tracer("github.com/ahead-dev/ahead/engine")
 	}
@@ -266,6 +269,29 @@ func (e *Engine) Close() {
 	// Speculative runs that were cancelled above have returned now and
 	// settled; write their records.
 	e.mu.Lock()
+	e.unlock()
+}
+
+// SetPolicy replaces the policy, for calls from now on. Speculative work
+// the new policy no longer allows at its level is cancelled; results
+// already handed out stay handed out. (The MCP proxy uses it when trusted
+// upstreams announce new tools or annotations.) Nil denies everything.
+func (e *Engine) SetPolicy(p *policy.Policy) {
+	e.mu.Lock()
+	e.policy.Store(p)
+	drop := func(en *entry) {
+		if p.Lookup(en.key.Tool).Level() < en.level {
+			e.removeLocked(en, OutcomeCancelled)
+		}
+	}
+	for _, s := range e.sessions {
+		for _, en := range s.entries {
+			drop(en)
+		}
+	}
+	for _, en := range e.shared {
+		drop(en)
+	}
 	e.unlock()
 }
 
@@ -328,7 +354,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	if !ok {
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, tool)
 	}
-	rule := e.opts.Policy.Lookup(tool)
+	rule := e.policy.Load().Lookup(tool)
 	canon := json.RawMessage(key.Args)
 	arrive := time.Now()
 
@@ -370,7 +396,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 // made calls or begun, or when nothing may be speculated.
 func (e *Engine) Begin(sessionID string) {
 	st, ok := e.opts.Predictor.(Starter)
-	if !ok || e.opts.Policy == nil {
+	if !ok || e.policy.Load() == nil {
 		return
 	}
 	e.mu.Lock()

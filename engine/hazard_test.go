@@ -615,3 +615,30 @@ func TestBeginSpeculatesTheFirstCall(t *testing.T) {
 		}
 	})
 }
+
+func TestSetPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{Predictor: predictAfter("list", read("a", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(100 * time.Millisecond) // the speculative read is running
+		// read is no longer allowed: its running speculation is
+		// cancelled and none starts.
+		h.eng.SetPolicy(&policy.Policy{Tools: map[string]policy.Tool{"list": {Allow: true}}})
+		synctest.Wait()
+		if st := h.eng.Stats(); st.Entries != 0 || st.Outcomes[engine.OutcomeCancelled] != 1 {
+			t.Errorf("after SetPolicy: %d entries, %d cancelled; want 0 and 1", st.Entries, st.Outcomes[engine.OutcomeCancelled])
+		}
+		h.call("s", "list", `{}`)
+		time.Sleep(3 * time.Second)
+		if n := len(h.st.speculative()); n != 1 {
+			t.Errorf("%d speculative executions, want only the one before SetPolicy", n)
+		}
+		// Allowed again: speculation resumes.
+		h.eng.SetPolicy(storePolicy)
+		h.call("s", "list", `{}`)
+		time.Sleep(3 * time.Second)
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Reused {
+			t.Errorf("read after the policy allowed it again: %s, want reused", res.Source)
+		}
+	})
+}

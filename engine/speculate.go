@@ -42,10 +42,16 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 	if s.gone || e.closed || e.quiet {
 		return
 	}
+	// Loaded under e.mu: SetPolicy cancels what a new policy forbids under
+	// it too, so nothing it forbids can slip in between.
+	pol := e.policy.Load()
+	if pol == nil {
+		return
+	}
 	var cands []candidate
 	byKey := make(map[callkey.Key]int, len(preds))
 	for _, p := range preds {
-		c, ok := e.candidateLocked(s, p)
+		c, ok := e.candidateLocked(s, pol, p)
 		if !ok {
 			continue
 		}
@@ -58,7 +64,7 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 		byKey[c.key] = len(cands)
 		cands = append(cands, c)
 	}
-	for _, c := range e.arbitrate(cands) {
+	for _, c := range arbitrate(pol, cands) {
 		if c.warmup {
 			e.warmLocked(s, c, now)
 		} else {
@@ -70,11 +76,11 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 // candidateLocked checks a prediction against the policy and routing and
 // computes its utility U = p·T/(c·d): d the tool's expected duration, T the
 // expected saving min(d, expected think time), c the slots it takes (1).
-func (e *Engine) candidateLocked(s *session, p predict.Prediction) (candidate, bool) {
+func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Prediction) (candidate, bool) {
 	if p.P < e.opts.MinProbability || p.Tool == "" {
 		return candidate{}, false
 	}
-	rule := e.opts.Policy.Lookup(p.Tool)
+	rule := pol.Lookup(p.Tool)
 	level := rule.Level()
 	if level == policy.LevelNone {
 		return candidate{}, false
@@ -148,8 +154,8 @@ func dryRunVariant(d policy.DryRun, req backend.Request) (backend.Request, bool)
 
 // arbitrate applies the policy's deduplication strategy to several
 // candidates of the same tool, and orders the survivors best first.
-func (e *Engine) arbitrate(cands []candidate) []candidate {
-	strategy, perTool := e.opts.Policy.Strategy()
+func arbitrate(pol *policy.Policy, cands []candidate) []candidate {
+	strategy, perTool := pol.Strategy()
 	better := func(a, b candidate) int {
 		if strategy == policy.StrategyMaxProbability {
 			if c := cmp.Compare(b.pred.P, a.pred.P); c != 0 {
