@@ -17,7 +17,9 @@
 //   - Phase I (PrefixSpan over the reversed windows of up to k calls before
 //     each call, plus the session start) finds the contexts with at least
 //     σ occurrences; gaps are allowed, and a context always ends with the
-//     latest call.
+//     latest call, except the session start alone: the context of a
+//     session's first call, whose patterns predict before any call (tool
+//     only, or with constant arguments, as nothing precedes).
 //   - Phase II searches, for every argument of the calls that follow a
 //     context, the events before them for the value's source: a JSON path
 //     into an output or earlier arguments (stepping into JSON documents

@@ -300,6 +300,16 @@ func (x *Index) SigOf(tool string, status trace.Status, args []byte) int32 {
 	return x.ids[x.signer.Sign(tool, status, args)]
 }
 
+// startKey is the context of the session start alone.
+var startKey = ctxKey{n: 1, ids: [MaxContextLimit + 1]int32{StartSig}}
+
+// Start returns the patterns whose context is the session start alone:
+// those predicting a session's first call. Their context element 0 is the
+// start marker, which has no payload, so their mappings are constants; Eval
+// them with pos {0} and a History whose At(0) is nil. The result must not
+// be modified.
+func (x *Index) Start() []int32 { return x.byCtx[startKey] }
+
 // Match calls fn for every pattern whose context matches the window:
 // window holds signature ids, oldest first, ending with the latest event's
 // (and starting with StartSig when the session start is within reach). pos

@@ -182,7 +182,9 @@ func (m *miner) flatten(sessions []trace.Session) {
 	for si := range sessions {
 		first := int(m.sess[si])
 		n := len(sessions[si].Events)
-		for i := 1; i < n; i++ {
+		for i := 0; i < n; i++ {
+			// The first call's window is the session start alone: its
+			// patterns are what a predictor says before any call.
 			w := window{target: int32(first + i)}
 			for b := 1; b <= k && i-b >= 0; b++ {
 				w.items[w.n] = m.events[first+i-b].sig

@@ -51,7 +51,9 @@ type Mined struct {
 // Context is an order-preserving subsequence of the last MaxContext
 // signatures before the prediction (gaps allowed) whose last element is the
 // latest event's signature; a leading StartSignature means the session
-// start lies within reach. When the same context can be found in the
+// start lies within reach. The context of the session start alone predicts
+// a session's first call (before any event: its mappings can only be
+// constants). When the same context can be found in the
 // window in several ways, the events matched are the most recent ones.
 type Pattern struct {
 	Context []Signature `json:"context"`
@@ -303,7 +305,7 @@ func (pt *Pattern) validate() error {
 			return fmt.Errorf("context[%d]: the session start can only come first", j)
 		}
 	}
-	if pt.Context[n-1].Start {
+	if n > 1 && pt.Context[n-1].Start {
 		return errors.New("context ends with the session start")
 	}
 	if pt.Tool == "" {

@@ -4,9 +4,9 @@ import "slices"
 
 // Phase I of mining: the frequent contexts.
 //
-// Every call (but a session's first, which no prediction precedes) has a
-// window: the signatures of the up to k calls before it, and the session
-// start if that lies within reach. Written most recent first, the window
+// Every call has a window: the signatures of the up to k calls before it,
+// and the session start if that lies within reach (a session's first call
+// has the session start alone, whose patterns predict before any call). Written most recent first, the window
 // of the call at i is sig[i-1], sig[i-2], …, sig[i-k] (then ^). A context
 // is a subsequence of a window that starts with its first (most recent)
 // item. PrefixSpan grows such subsequences item by item over projected

@@ -117,6 +117,40 @@ func (g *NGram) Observe(ev trace.Event) []Prediction {
 	return out
 }
 
+// Start predicts a session's first call: the tools sessions began with in
+// training, most frequent first, tool-only (no arguments to repeat yet). It
+// returns nil once the session has events.
+func (g *NGram) Start(session string) []Prediction {
+	g.mu.Lock()
+	_, started := g.sessions[session]
+	g.mu.Unlock()
+	if started {
+		return nil
+	}
+	m := g.counts[ngramStart]
+	total := 0
+	for _, c := range m {
+		total += c
+	}
+	out := make([]Prediction, 0, len(m))
+	for t, c := range m {
+		out = append(out, Prediction{Tool: t, P: float64(c) / float64(total)})
+	}
+	slices.SortFunc(out, func(a, b Prediction) int {
+		if c := cmp.Compare(b.P, a.P); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Tool, b.Tool)
+	})
+	if len(out) > 10 {
+		out = out[:10]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // Forget drops a session's state.
 func (g *NGram) Forget(session string) {
 	g.mu.Lock()

@@ -43,8 +43,11 @@ type OnlineOptions struct {
 // candidate calls ranked by p, one per call key. Tool-only predictions (Args
 // nil) are returned for tools no pattern could predict exactly.
 //
-// With learning on, each event also settles the previous event's
-// predictions: every pattern that fired counts one more occurrence, and a
+// Start predicts a session's first call, before any event, from the
+// patterns of the session start alone.
+//
+// With learning on, each event also settles the previous event's (or
+// Start's) predictions: every pattern that fired counts one more occurrence, and a
 // hit if the event was its candidate. Checkpoint saves the counts.
 //
 // Observe retains the event's Args and Output (without copying them) while
@@ -64,6 +67,7 @@ type Online struct {
 
 var _ interface {
 	Observe(trace.Event) []Prediction
+	Start(string) []Prediction
 	Forget(string)
 } = (*Online)(nil)
 
@@ -202,7 +206,26 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 		s.use(hash, o.opts.MaxCalls)
 	}
 	o.push(s, ev)
-	return o.predict(s)
+	return o.predict(s, false)
+}
+
+// Start returns the predicted first calls of a session, best first, before
+// it makes any: those of the patterns whose context is the session start
+// alone, tool-only or with constant arguments (nothing precedes to derive
+// arguments from), ranked and cut as Observe's. With learning on, the
+// session's first event settles them like any other predictions. Once the
+// session has events Start returns nil; called again before the first
+// event, it predicts again and only the last predictions are settled.
+func (o *Online) Start(session string) []Prediction {
+	s := o.session(session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n > 0 {
+		return nil
+	}
+	s.fired = s.fired[:0]
+	s.hashBuf = s.hashBuf[:0]
+	return o.predict(s, true)
 }
 
 // learn settles the previous predictions with the call that followed.
@@ -288,7 +311,9 @@ func (h history) Each(sig int32, fn func(*pattern.Payload) bool) {
 
 func (h history) Used(call uint64) bool { return h.s.used[call] > 0 }
 
-func (o *Online) predict(s *session) []Prediction {
+// predict returns the predictions after the session's latest event, or,
+// if first, before its first event (the session start alone).
+func (o *Online) predict(s *session, first bool) []Prediction {
 	s.window = s.window[:0]
 	h := history{s: s}
 	if s.n <= o.k {
@@ -319,7 +344,7 @@ func (o *Online) predict(s *session) []Prediction {
 			addP(k, args, hits/(float64(support)+o.opts.Shrink))
 		}
 	}
-	o.x.Match(s.window, func(pi int32, pos []int) {
+	fire := func(pi int32, pos []int) {
 		tool := o.x.Tool(pi)
 		c := o.x.Counts(pi)
 		if !o.x.Exact(pi) {
@@ -373,7 +398,16 @@ func (o *Online) predict(s *session) []Prediction {
 			add(predKey{tool: tool, hash: cd.Hash}, cd.Args, hits, c.Support)
 		}
 		s.fired = append(s.fired, f)
-	})
+	}
+	if first {
+		// The start marker is window position 0, which has no payload.
+		startPos := [1]int{0}
+		for _, pi := range o.x.Start() {
+			fire(pi, startPos[:])
+		}
+	} else {
+		o.x.Match(s.window, fire)
+	}
 	s.scored = out
 	return rank(out, o.opts.MaxPredictions)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -312,5 +313,113 @@ func TestOnlineRepeats(t *testing.T) {
 	if got.Support != 12 || got.Hits[0] != 7 || got.Repeats != 6 || got.RepeatHits != 1 {
 		t.Errorf("learnt counts: support %d hits %v repeats %d repeat hits %d, want 12 [7] 6 1",
 			got.Support, got.Hits, got.Repeats, got.RepeatHits)
+	}
+}
+
+// startSessions are sessions whose first call is mostly setup with a
+// constant mode, else browse with a query that varies.
+func startSessions() []trace.Session {
+	var ss []trace.Session
+	for i := range 10 {
+		id := fmt.Sprint("s", i)
+		first := ev(id, 0, "setup", `{"mode":"fast"}`, "ok")
+		switch {
+		case i >= 6 && i < 9:
+			first = ev(id, 0, "browse", fmt.Sprintf(`{"q":"q%d"}`, i), "ok")
+		case i == 9:
+			first = ev(id, 0, "setup", `{"mode":"slow"}`, "ok")
+		}
+		ss = append(ss, trace.Session{ID: id, Events: []trace.Event{first, ev(id, 1, "work", fmt.Sprintf(`{"n":%d}`, i), "done")}})
+	}
+	return ss
+}
+
+func TestOnlineStart(t *testing.T) {
+	pool, err := pattern.Mine(startSessions(), &pattern.Options{MinSupport: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// startCounts sums the counts of the session-start patterns.
+	startCounts := func(o *Online) (support, hits int) {
+		for _, p := range o.Index().Snapshot().Patterns {
+			if len(p.Context) == 1 && p.Context[0].Start {
+				support += p.Support
+				hits += p.Hits[0]
+			}
+		}
+		return support, hits
+	}
+	o, err := NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(o.Index().Start()); n != 2 {
+		t.Fatalf("%d session-start patterns, want 2 (setup exact, browse tool-only)", n)
+	}
+	// The constant is predicted; browse, whose query varies, is tool-only.
+	got := o.Start("n")
+	want := []brief{{"setup", `{"mode":"fast"}`}, {"browse", ""}}
+	if diff := cmp.Diff(want, briefs(got)); diff != "" {
+		t.Fatalf("Start (-want +got):\n%s", diff)
+	}
+	// p = (hits + p0) / (support + 1) with p0 = 6/11, as after an event.
+	if wantP := (6 + 6.0/11) / 11; math.Abs(got[0].P-wantP) > 1e-12 {
+		t.Errorf("setup p = %v, want %v", got[0].P, wantP)
+	}
+	if wantP := 3.0 / 11; math.Abs(got[1].P-wantP) > 1e-12 {
+		t.Errorf("browse p = %v, want %v", got[1].P, wantP)
+	}
+	// A second Start before any event predicts the same, and the first
+	// event settles the predictions once.
+	if diff := cmp.Diff(got, o.Start("n")); diff != "" {
+		t.Errorf("second Start (-first +second):\n%s", diff)
+	}
+	support, hits := startCounts(o)
+	after := o.Observe(ev("n", 0, "setup", `{"mode":"fast"}`, "ok"))
+	if len(after) == 0 || after[0].Tool != "work" {
+		t.Errorf("after the first event: %+v, want work", after)
+	}
+	s2, h2 := startCounts(o)
+	if s2 != support+2 || h2 != hits+1 {
+		t.Errorf("after a hit: support %d → %d, hits %d → %d; want +2 (both patterns) and +1 (setup)", support, s2, hits, h2)
+	}
+	// After events, Start says nothing and settles nothing.
+	if preds := o.Start("n"); preds != nil {
+		t.Errorf("Start after an event: %+v", preds)
+	}
+	o.Observe(ev("n", 1, "work", `{"n":1}`, "done"))
+	if s3, h3 := startCounts(o); s3 != s2 || h3 != h2 {
+		t.Errorf("a later event changed the start counts: support %d → %d, hits %d → %d", s2, s3, h2, h3)
+	}
+	// A miss counts an occurrence and no hit.
+	o.Start("m")
+	o.Observe(ev("m", 0, "browse", `{"q":"new"}`, "ok"))
+	if s4, h4 := startCounts(o); s4 != s2+2 || h4 != h2 {
+		t.Errorf("after a miss of setup: support %d → %d, hits %d → %d; want +2 and +0", s2, s4, h2, h4)
+	}
+	// Without Start, the first event settles nothing.
+	o.Observe(ev("x", 0, "setup", `{"mode":"fast"}`, "ok"))
+	if s5, _ := startCounts(o); s5 != s2+2 {
+		t.Errorf("a first event without Start changed the start support: %d → %d", s2+2, s5)
+	}
+}
+
+func TestNGramStart(t *testing.T) {
+	g := NewNGram(3)
+	g.Train(startSessions())
+	want := []brief{{"setup", ""}, {"browse", ""}}
+	got := g.Start("n")
+	if diff := cmp.Diff(want, briefs(got)); diff != "" {
+		t.Errorf("Start (-want +got):\n%s", diff)
+	}
+	if len(got) == 2 && (got[0].P != 0.7 || got[1].P != 0.3) {
+		t.Errorf("p = %v, %v; want 0.7, 0.3", got[0].P, got[1].P)
+	}
+	g.Observe(ev("n", 0, "setup", `{"mode":"fast"}`, "ok"))
+	if got := g.Start("n"); got != nil {
+		t.Errorf("Start after an event: %+v", got)
+	}
+	if got := NewNGram(3).Start("n"); got != nil {
+		t.Errorf("untrained Start: %+v", got)
 	}
 }
