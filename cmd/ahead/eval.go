@@ -24,8 +24,9 @@ and score the ranked predictions ahead would speculate from (at most 10):
   tool_at_k   the call's tool is among the first k distinct predicted tools
   exact_at_k  one of the first k predictions is the call itself (same call key)
 
-A session's first call has no predictions (nothing precedes it) and counts as
-a miss. The same metrics are computed for the reference n-gram predictor
+A session's first call is predicted from the session start alone (what ahead
+speculates on when a session begins): the tools sessions begin with, and
+their constant arguments. The same metrics are computed for the reference n-gram predictor
 (tool trigram + repeat-last-arguments), trained on --train traces, or with a
 split on the other part of the same traces, or else on the evaluated traces
 themselves (in-sample, reported as such).`
@@ -99,7 +100,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var preds, base []predict.Prediction
+		// Before the first call: the session start's predictions.
+		preds, base := online.Start(s.ID), ngram.Start(s.ID)
 		for _, ev := range s.Events {
 			key, kerr := callkey.Make(ev.Tool, ev.Args)
 			tr := res.tools[ev.Tool]
@@ -267,7 +269,7 @@ func (r *evalResult) finish() {
 }
 
 func (r *evalResult) print(w io.Writer) {
-	fmt.Fprintf(w, "%d calls in %d sessions (%d first calls, which nothing precedes, count as misses)\n\n", r.Calls, r.Sessions, r.First)
+	fmt.Fprintf(w, "%d calls in %d sessions (%d first calls, predicted from the session start alone)\n\n", r.Calls, r.Sessions, r.First)
 	base := "n-gram"
 	if r.BaselineInSample {
 		base = "n-gram*"
