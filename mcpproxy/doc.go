@@ -30,5 +30,8 @@
 //
 // Safety. Tool annotations are hints from the server's author: they feed the
 // speculation policy only for upstreams the operator trusts (see
-// AnnotationPolicy), and the operator's own rules always win.
+// AnnotationPolicy), and the operator's own rules always win. The policy
+// follows the annotations: tools a trusted upstream adds or re-annotates
+// after startup reach it when a session lists them (Attach, with an engine
+// that has SetPolicy).
 package mcpproxy

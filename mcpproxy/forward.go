@@ -175,7 +175,7 @@ func hasCap(cs *mcp.ClientSession, f func(*mcp.ServerCapabilities) bool) bool {
 // remembers where each goes.
 func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 	routes := make(map[string]route)
-	var tools []*mcp.Tool
+	var tools, trusted []*mcp.Tool
 	var errs []error
 	reached := 0
 	for _, sl := range s.slots {
@@ -198,6 +198,9 @@ func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 			}
 			routes[name] = route{up: sl.up, tool: t.Name}
 			tools = append(tools, downstreamTool(t, name, s.p.log))
+			if sl.up.TrustAnnotations {
+				trusted = append(trusted, &mcp.Tool{Name: name, Annotations: t.Annotations})
+			}
 		}
 	}
 	if reached == 0 && len(errs) > 0 {
@@ -210,6 +213,7 @@ func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 	s.tools = routes
 	s.mu.Unlock()
 	s.p.addRoutes(routes)
+	s.p.noteTrusted(trusted)
 	if tools == nil {
 		tools = []*mcp.Tool{}
 	}
@@ -535,6 +539,9 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 		}
 		return backend.Response{}, fmt.Errorf("upstream %q: %w", r.up.Name, err)
 	}
+	// The log and progress messages the upstream sent before the result
+	// go to the agent first (order.go).
+	sl.settle(ctx)
 	return backend.Response{Output: renderResult(res), IsError: res.IsError, Raw: res}, nil
 }
 

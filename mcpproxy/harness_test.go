@@ -233,6 +233,11 @@ type rigOptions struct {
 	predictor engine.Predictor
 	recorder  engine.Recorder
 	prefix    string
+	// follow: no startup probe; the engine starts denying everything and
+	// the proxy derives the policy from the tools sessions list.
+	follow bool
+	// untrusted: the upstream's annotations are not trusted.
+	untrusted bool
 }
 
 // readAfterList predicts, after a successful list, a read of its first
@@ -259,7 +264,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{t: t, up: &testServer{}, clock: &fakeClock{t: time.Unix(1e9, 0)}}
 	p, err := New(Options{
-		Upstreams: []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: true}},
+		Upstreams: []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted}},
 		Logger:    slog.New(slog.DiscardHandler),
 		Stderr:    io.Discard,
 		Now:       r.clock.Now,
@@ -268,7 +273,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	pol := o.policy
-	if pol == nil {
+	if o.follow {
+		pol = &policy.Policy{}
+	} else if pol == nil {
 		tools, err := p.TrustedTools(t.Context())
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"reflect"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -70,9 +72,9 @@ func annotationRule(a *mcp.ToolAnnotations) policy.Tool {
 
 // TrustedTools connects once to every upstream that trusts its annotations
 // and returns its tools under their downstream names, for
-// AnnotationPolicy. The engine's policy is fixed when it is built, before
-// any agent connects, hence this probe; tools an upstream adds later keep
-// the operator's default.
+// AnnotationPolicy: the engine's policy before any agent connects. Tools
+// that upstreams add or re-annotate later reach the policy when sessions
+// list them (see Attach).
 func (p *Proxy) TrustedTools(ctx context.Context) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	for _, u := range p.ups {
@@ -85,7 +87,42 @@ func (p *Proxy) TrustedTools(ctx context.Context) ([]*mcp.Tool, error) {
 		}
 		tools = append(tools, ts...)
 	}
+	p.noteTrusted(tools) // known already: no policy update for them later
 	return tools, nil
+}
+
+// noteTrusted records the annotations of trusted upstreams' tools (under
+// their downstream names) and, when that adds a tool or changes one's
+// annotations and the proxy follows annotations, gives the engine the
+// policy derived from all of them.
+func (p *Proxy) noteTrusted(tools []*mcp.Tool) {
+	if len(tools) == 0 {
+		return
+	}
+	p.policyMu.Lock()
+	defer p.policyMu.Unlock()
+	p.mu.Lock()
+	if p.trusted == nil {
+		p.trusted = make(map[string]*mcp.ToolAnnotations)
+	}
+	changed := false
+	for _, t := range tools {
+		if old, ok := p.trusted[t.Name]; !ok || !reflect.DeepEqual(old, t.Annotations) {
+			p.trusted[t.Name] = t.Annotations
+			changed = true
+		}
+	}
+	set := p.follow
+	var all []*mcp.Tool
+	if changed && set != nil {
+		for _, name := range slices.Sorted(maps.Keys(p.trusted)) {
+			all = append(all, &mcp.Tool{Name: name, Annotations: p.trusted[name]})
+		}
+	}
+	p.mu.Unlock()
+	if all != nil {
+		set(AnnotationPolicy(p.opts.Policy, all))
+	}
 }
 
 func (p *Proxy) probe(ctx context.Context, u *upstream) ([]*mcp.Tool, error) {

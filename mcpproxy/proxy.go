@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/policy"
 )
 
 // errSessionGone: the downstream session ended.
@@ -57,6 +58,11 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Now is the clock; nil means time.Now (tests).
 	Now func() time.Time
+	// Policy is the operator's policy: the base of the rules derived
+	// from trusted upstreams' annotations (AnnotationPolicy) when the
+	// proxy keeps the engine's policy up to date (see Attach). Nil denies
+	// everything the annotations do not allow.
+	Policy *policy.Policy
 }
 
 // Proxy is an MCP server in front of MCP upstreams. Create it with New,
@@ -74,8 +80,12 @@ type Proxy struct {
 	eng      Caller
 	sessions map[*mcp.ServerSession]*session
 	byID     map[string]*session
-	routes   map[string]route // downstream tool name → upstream, all sessions
+	routes   map[string]route                // downstream tool name → upstream, all sessions
+	trusted  map[string]*mcp.ToolAnnotations // tools of trusted upstreams, by downstream name
+	follow   func(*policy.Policy)            // the engine's SetPolicy, when annotations are followed
 	closed   bool
+
+	policyMu sync.Mutex // serialises policy updates, so the last one wins
 
 	wg sync.WaitGroup
 }
@@ -171,7 +181,10 @@ func sessionProtocolVersions() []string {
 }
 
 // Attach sets the engine tools/call goes through. It must be called once,
-// before serving: the engine needs the proxy's backends to be built.
+// before serving: the engine needs the proxy's backends to be built. If the
+// engine can change its policy (SetPolicy) and some upstream is trusted,
+// the proxy keeps the policy derived from annotations up to date as
+// sessions list tools (tools/list_changed included).
 func (p *Proxy) Attach(eng Caller) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -179,6 +192,9 @@ func (p *Proxy) Attach(eng Caller) {
 		panic("mcpproxy: Attach called twice")
 	}
 	p.eng = eng
+	if ps, ok := eng.(interface{ SetPolicy(*policy.Policy) }); ok && slices.ContainsFunc(p.ups, func(u *upstream) bool { return u.TrustAnnotations }) {
+		p.follow = ps.SetPolicy
+	}
 }
 
 func (p *Proxy) engine() Caller {

@@ -429,3 +429,24 @@ func TestFirstCallSpeculatedAtInitialize(t *testing.T) {
 		t.Errorf("first call: source %q, want reused or promoted", src)
 	}
 }
+
+// TestPolicyFollowsListedAnnotations checks that tools a trusted upstream
+// lists after startup get their annotation rules: without the startup
+// probe, the engine denies everything until a session lists the tools.
+func TestPolicyFollowsListedAnnotations(t *testing.T) {
+	r := newRig(t, rigOptions{predictor: readAfterList, follow: true})
+	cs := r.connect(nil)
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	call(t, cs, "list", map[string]any{})
+	if _, src := call(t, cs, "read", map[string]any{"name": "a.txt"}); src != "reused" && src != "promoted" {
+		t.Errorf("read after the listing's annotations allowed it: source %q, want reused or promoted", src)
+	}
+	st := r.up.files(r.up.connects - 1)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.write != 0 {
+		t.Errorf("write ran speculatively %d times: annotations must not allow it", st.write)
+	}
+}

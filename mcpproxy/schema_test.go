@@ -123,9 +123,10 @@ func TestAnnotationPolicy(t *testing.T) {
 }
 
 func TestUntrustedAnnotationsDoNotSpeculate(t *testing.T) {
-	// The operator's policy alone (deny all): the predicted read never
-	// runs speculatively, however read-only its annotations say it is.
-	r := newRig(t, rigOptions{predictor: readAfterList, policy: &policy.Policy{}})
+	// An untrusted upstream and the operator's policy alone (deny all):
+	// the predicted read never runs speculatively, however read-only its
+	// annotations say it is, even after sessions list them.
+	r := newRig(t, rigOptions{predictor: readAfterList, policy: &policy.Policy{}, untrusted: true})
 	cs := r.connect(nil)
 	call(t, cs, "list", map[string]any{})
 	if _, src := call(t, cs, "read", map[string]any{"name": "a.txt"}); src != "executed" {

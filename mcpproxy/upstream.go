@@ -133,6 +133,7 @@ type slot struct {
 	retryAt   time.Time // no start before this
 	lastErr   error     // why the upstream is down
 	starts    int       // connections made, for list refreshes after restarts
+	barrier   *barrier  // of the current connection (see order.go)
 	authCalls int       // authoritative calls in flight
 	specCalls int       // speculative calls in flight
 	closed    bool
@@ -261,11 +262,19 @@ func (sl *slot) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
+	b := newBarrier()
+	if _, streamable := t.(*mcp.StreamableClientTransport); !streamable {
+		t = orderedTransport{t, b}
+	}
 	client := sl.s.newClient(sl)
+	client.AddReceivingMiddleware(b.middleware)
 	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: sl.s.protocolVersion()})
 	if err != nil {
 		return nil, err
 	}
+	sl.mu.Lock()
+	sl.barrier = b
+	sl.mu.Unlock()
 	return cs, nil
 }
 
@@ -323,4 +332,15 @@ func (sl *slot) onlySpeculative() bool {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	return sl.specCalls > 0 && sl.authCalls == 0
+}
+
+// settle waits until the notifications the slot's connection has read so
+// far have been forwarded (see order.go).
+func (sl *slot) settle(ctx context.Context) {
+	sl.mu.Lock()
+	b := sl.barrier
+	sl.mu.Unlock()
+	if b != nil {
+		b.wait(ctx)
+	}
 }

@@ -201,7 +201,9 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 			ups[i].TrustAnnotations = true
 		}
 	}
-	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups, Logger: logger, Stderr: stderr, Version: version})
+	// The operator's policy is the base of the annotation rules, at
+	// startup (below) and when sessions list new or changed tools.
+	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups, Logger: logger, Stderr: stderr, Version: version, Policy: base})
 	if err != nil {
 		return nil, nil, err
 	}
