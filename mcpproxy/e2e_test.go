@@ -342,7 +342,7 @@ func TestE2EEverything(t *testing.T) {
 
 // conformanceServer builds the Go SDK's conformance everything-server.
 var conformanceServer = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "ahead-conformance")
+	dir, err := buildDir("ahead-conformance")
 	if err != nil {
 		return "", err
 	}
@@ -403,4 +403,32 @@ func conformanceTotals(out string) (passed, failed int) {
 		}
 	}
 	return passed, failed
+}
+
+// builds are the directories tests compiled binaries into, removed by
+// TestMain once every test has run (they are shared across tests).
+var builds struct {
+	sync.Mutex
+	dirs []string
+}
+
+// buildDir returns a new directory for a binary built for the tests.
+func buildDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err == nil {
+		builds.Lock()
+		builds.dirs = append(builds.dirs, dir)
+		builds.Unlock()
+	}
+	return dir, err
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	builds.Lock()
+	for _, dir := range builds.dirs {
+		os.RemoveAll(dir)
+	}
+	builds.Unlock()
+	os.Exit(code)
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,7 +268,7 @@ func testdeps(t *testing.T) (node, bin string) {
 
 // aheadBinary builds ahead once for tests that need it as a process.
 var aheadBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "ahead-bin")
+	dir, err := buildDir("ahead-bin")
 	if err != nil {
 		return "", err
 	}
@@ -329,7 +330,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	for _, tl := range list.Tools {
 		names = append(names, tl.Name)
 	}
-	if !slicesContains(names, "read_text_file") || !slicesContains(names, "write_file") {
+	if !slices.Contains(names, "read_text_file") || !slices.Contains(names, "write_file") {
 		t.Errorf("tools through ahead = %v, want the filesystem server's", names)
 	}
 
@@ -375,15 +376,6 @@ func runGroup(cmd *exec.Cmd, dir string) ([]byte, error) {
 		return append(out, e...), err
 	}
 	return out, nil
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // freeAddr returns a loopback address nobody listens on (for a config file).
@@ -460,7 +452,7 @@ func (s *syncBuffer) String() string {
 
 // conformanceServer builds the Go SDK's conformance everything-server.
 var conformanceServer = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "ahead-conformance")
+	dir, err := buildDir("ahead-conformance")
 	if err != nil {
 		return "", err
 	}
@@ -606,4 +598,32 @@ func parseMCPServers(n *yaml.Node, file string) ([]mcpproxy.Upstream, error) {
 		return nil, err
 	}
 	return ups, nil
+}
+
+// builds are the directories tests compiled binaries into, removed by
+// TestMain once every test has run (they are shared across tests).
+var builds struct {
+	sync.Mutex
+	dirs []string
+}
+
+// buildDir returns a new directory for a binary built for the tests.
+func buildDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err == nil {
+		builds.Lock()
+		builds.dirs = append(builds.dirs, dir)
+		builds.Unlock()
+	}
+	return dir, err
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	builds.Lock()
+	for _, dir := range builds.dirs {
+		os.RemoveAll(dir)
+	}
+	builds.Unlock()
+	os.Exit(code)
 }
