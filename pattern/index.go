@@ -56,6 +56,7 @@ type cpattern struct {
 	support, toolHits, elseSupport, elseHits atomic.Int64
 	repeats, repeatHits                      atomic.Int64
 	hits                                     []atomic.Int64
+	soon                                     []atomic.Int64 // nil if the pool has none
 }
 
 type csource struct {
@@ -137,6 +138,12 @@ func (x *Index) add(pt *Pattern) error {
 	cp.repeatHits.Store(int64(pt.RepeatHits))
 	for r, h := range pt.Hits {
 		cp.hits[r].Store(int64(h))
+	}
+	if pt.Soon != nil {
+		cp.soon = make([]atomic.Int64, len(pt.Soon))
+		for r, h := range pt.Soon {
+			cp.soon[r].Store(int64(h))
+		}
 	}
 	x.pats = append(x.pats, cp)
 	x.byCtx[k] = append(x.byCtx[k], int32(len(x.pats)-1))
@@ -236,6 +243,33 @@ func (x *Index) Hits(i int32, r int) int64 {
 	return cp.hits[r].Load()
 }
 
+// Soon returns the live count of occurrences at which pattern i's r-th
+// candidate was called within the pool's Horizon (see Pattern.Soon), and
+// whether the pattern has such counts.
+func (x *Index) Soon(i int32, r int) (int64, bool) {
+	cp := x.pats[i]
+	if cp.soon == nil {
+		return 0, false
+	}
+	if r < 0 || r >= len(cp.soon) {
+		return 0, true
+	}
+	return cp.soon[r].Load(), true
+}
+
+// RecordSoon counts one more occurrence, among those Record counted, at
+// which pattern i's r-th candidate was called within the Horizon. Each
+// occurrence and candidate is to be counted once.
+func (x *Index) RecordSoon(i int32, r int) {
+	if cp := x.pats[i]; r >= 0 && r < len(cp.soon) {
+		cp.soon[r].Add(1)
+	}
+}
+
+// Horizon returns the number of calls Soon looks ahead (0 if the pool
+// has no Soon counts).
+func (x *Index) Horizon() int { return x.mined.Horizon }
+
 // Record counts one more occurrence of pattern i's context (online
 // learning). evaluated says whether its mappings could be evaluated; tool
 // whether the next call was to its tool; hit is the rank of the candidate
@@ -287,6 +321,12 @@ func (x *Index) Snapshot() *Pool {
 		pt.Hits = make([]int, len(cp.hits))
 		for r := range cp.hits {
 			pt.Hits[r] = int(cp.hits[r].Load())
+		}
+		if cp.soon != nil {
+			pt.Soon = make([]int, len(cp.soon))
+			for r := range cp.soon {
+				pt.Soon[r] = int(cp.soon[r].Load())
+			}
 		}
 		pt.P = ratio(pt.Hits[0], pt.Support)
 		p.Patterns[i] = pt

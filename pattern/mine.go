@@ -24,8 +24,12 @@ type Options struct {
 	// 0.05.
 	MinConfidence float64
 	// MaxCandidates is how many candidate calls a list pattern predicts
-	// (and counts hits for); 0 means 3.
+	// (and counts hits for); 0 means 8: agents often fetch a whole list at
+	// once, in parallel calls of one step.
 	MaxCandidates int
+	// Horizon is how many calls after a context count as "soon": a
+	// candidate called within them counts in Pattern.Soon; 0 means 8.
+	Horizon int
 	// Alternatives is how many different mappings are kept per context and
 	// tool; 0 means 2.
 	Alternatives int
@@ -54,7 +58,13 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("pattern: min confidence must be in [0, 1]")
 	}
 	if o.MaxCandidates == 0 {
-		o.MaxCandidates = 3
+		o.MaxCandidates = 8
+	}
+	if o.Horizon == 0 {
+		o.Horizon = 8
+	}
+	if o.Horizon < 1 || o.Horizon > MaxHorizon {
+		return o, fmt.Errorf("pattern: horizon %d out of range 1..%d", o.Horizon, MaxHorizon)
 	}
 	if o.MaxCandidates < 1 || o.MaxCandidates > 64 {
 		return o, errors.New("pattern: max candidates must be in 1..64")
@@ -100,7 +110,9 @@ type namedValue struct {
 // "Followed" in p means the very next call of the session: p is the share
 // of the context's occurrences (at which the mappings could be evaluated)
 // whose next call is the predicted one. Calls issued in parallel in one
-// step count in their recorded order.
+// step count in their recorded order. Soon counts, per candidate, the
+// occurrences at which it was called within the next Horizon calls: what
+// running it ahead is worth when the agent takes several calls at once.
 func Mine(sessions []trace.Session, opts *Options) (*Pool, error) {
 	var o Options
 	if opts != nil {
@@ -115,7 +127,7 @@ func Mine(sessions []trace.Session, opts *Options) (*Pool, error) {
 	m.discover()
 	pool := &Pool{
 		Version:        Version,
-		Mined:          Mined{MaxContext: o.MaxContext, MinSupport: o.MinSupport, MinConfidence: o.MinConfidence, Sessions: len(sessions), Calls: len(m.events)},
+		Mined:          Mined{MaxContext: o.MaxContext, MinSupport: o.MinSupport, MinConfidence: o.MinConfidence, Horizon: o.Horizon, Sessions: len(sessions), Calls: len(m.events)},
 		Discriminators: m.x.disc,
 	}
 	if pool.Discriminators == nil {
@@ -429,7 +441,16 @@ func (m *miner) exactPatterns(c minedContext, ctx []Signature, tool string, hit 
 		}
 		seen[key] = true
 		m.validate(c, &pt)
-		if pt.Support < o.MinSupport || pt.Hits[0] < 2 || pt.P < o.MinConfidence {
+		// A pattern below τ is still kept if its tool is not (the
+		// tool-only pattern would be) and its mappings reproduce a good
+		// share of the tool's calls: a concrete call can be run ahead, a
+		// tool-only guess cannot.
+		hits := 0
+		for _, h := range pt.Hits {
+			hits += h
+		}
+		weak := pt.P < o.MinConfidence && (ratio(pt.ToolHits, pt.Support) < o.MinConfidence || 10*hits < 3*pt.ToolHits)
+		if pt.Support < o.MinSupport || pt.Hits[0] < 2 || weak {
 			continue
 		}
 		out = append(out, pt)
@@ -517,6 +538,7 @@ func (m *miner) assemble(ctx []Signature, tool string, v []*argCand) (Pattern, b
 		hits = m.o.MaxCandidates
 	}
 	pt.Hits = make([]int, hits)
+	pt.Soon = make([]int, hits)
 	return pt, true
 }
 
@@ -854,6 +876,11 @@ func (m *miner) validate(c minedContext, pt *Pattern) {
 			continue
 		}
 		pt.Support++
+		for _, cd := range cands {
+			if m.calledSoon(h.target, cd.Hash) {
+				pt.Soon[cd.Rank]++
+			}
+		}
 		repeat := pt.List == nil && h.Used(cands[0].Hash)
 		if repeat {
 			pt.Repeats++
@@ -876,6 +903,18 @@ func (m *miner) validate(c minedContext, pt *Pattern) {
 		}
 	}
 	pt.P = ratio(pt.Hits[0], pt.Support)
+}
+
+// calledSoon reports whether the call with hash is made at event target or
+// within the Horizon-1 events after it, in the same session.
+func (m *miner) calledSoon(target int, hash uint64) bool {
+	me := &m.events[target]
+	for _, e := range m.byCall[me.sess][hash] {
+		if d := int(e) - target; d >= 0 && d < m.o.Horizon {
+			return true
+		}
+	}
+	return false
 }
 
 // sortPatterns orders a pool: by context, tool, then tool-only first, then

@@ -17,6 +17,9 @@ import (
 // Version is the pool file format this package writes and reads.
 const Version = 1
 
+// MaxHorizon bounds Mined.Horizon.
+const MaxHorizon = 64
+
 // Errors returned by Load and Decode (wrapped).
 var (
 	// ErrVersion: the file is a pool of another format version.
@@ -40,8 +43,11 @@ type Mined struct {
 	MaxContext    int     `json:"max_context"`
 	MinSupport    int     `json:"min_support"`
 	MinConfidence float64 `json:"min_confidence"`
-	Sessions      int     `json:"sessions"`
-	Calls         int     `json:"calls"`
+	// Horizon is the number of calls Pattern.Soon looks ahead; 0 (a pool
+	// from before it was counted) means Soon is absent.
+	Horizon  int `json:"horizon,omitempty"`
+	Sessions int `json:"sessions"`
+	Calls    int `json:"calls"`
 }
 
 // Pattern is the tuple (C, T, f, p): when the session's recent signatures
@@ -89,6 +95,13 @@ type Pattern struct {
 	// the call was made already is known when predicting.
 	Repeats    int `json:"repeats,omitempty"`
 	RepeatHits int `json:"repeat_hits,omitempty"`
+	// Soon[r], for an exact pattern of a pool with a Horizon, counts the
+	// Support occurrences at which the r-th candidate was called within
+	// the next Mined.Horizon calls (so Soon[r] >= Hits[r]): how often
+	// running it ahead pays off when the agent makes several calls, in
+	// parallel or in turn, before the one after next is known. Absent in
+	// older pools.
+	Soon []int `json:"soon,omitempty"`
 }
 
 // Ref names an event a value is read from: the context element Ctx
@@ -284,6 +297,9 @@ func (p *Pool) validate() error {
 		}
 		discs[d.Tool] = true
 	}
+	if p.Mined.Horizon < 0 || p.Mined.Horizon > MaxHorizon {
+		return bad("mined.horizon %d out of range 0..%d", p.Mined.Horizon, MaxHorizon)
+	}
 	for i := range p.Patterns {
 		if err := p.Patterns[i].validate(); err != nil {
 			return bad("patterns[%d]: %v", i, err)
@@ -319,6 +335,14 @@ func (pt *Pattern) validate() error {
 	}
 	if pt.Support < 0 || pt.ToolHits < 0 || pt.ElseSupport < 0 || pt.ElseHits < 0 || slices.ContainsFunc(pt.Hits, func(h int) bool { return h < 0 }) {
 		return errors.New("negative counts")
+	}
+	if pt.Soon != nil {
+		if len(pt.Soon) != len(pt.Hits) {
+			return fmt.Errorf("soon has %d ranks, hits %d", len(pt.Soon), len(pt.Hits))
+		}
+		if slices.ContainsFunc(pt.Soon, func(h int) bool { return h < 0 || h > pt.Support }) {
+			return errors.New("soon: counts out of range")
+		}
 	}
 	if pt.List != nil {
 		if err := checkRef(pt.List.From, pt.Context, "list"); err != nil {

@@ -120,10 +120,12 @@ type session struct {
 	// used holds the calls made (CallHash), the oldest dropped first.
 	used  map[uint64]int
 	order []uint64
-	// fired is what the previous event's patterns predicted, to learn from.
-	fired   []firing
-	hashBuf []uint64 // backs the fired hashes
-	scored  []scored
+	// recent holds what the patterns predicted after each of the last
+	// Horizon events (at least the last), the newest at cur: the newest
+	// settle next-call hits, all of them the Soon counts.
+	recent []firings
+	cur    int
+	scored []scored
 	// scratch buffers, reused across events.
 	window []int32
 	pos    []int
@@ -142,6 +144,18 @@ type firing struct {
 	evaluated bool
 	repeat    bool     // its call was made already (see pattern.Pattern.Repeats)
 	hashes    []uint64 // candidate hashes by rank; nil for tool-only
+	credited  uint64   // ranks whose call was made since (Soon counted)
+}
+
+// firings are the patterns that fired after one event.
+type firings struct {
+	fs     []firing
+	hashes []uint64 // backs the fs hashes
+}
+
+func (f *firings) reset() {
+	f.fs = f.fs[:0]
+	f.hashes = f.hashes[:0]
 }
 
 type predKey struct {
@@ -158,7 +172,8 @@ func (o *Online) session(id string) *session {
 		if len(o.sessions) >= o.opts.MaxSessions {
 			o.evictLocked()
 		}
-		s = &session{last: make(map[int32][]*slot), used: make(map[uint64]int), preds: make(map[predKey]int)}
+		s = &session{last: make(map[int32][]*slot), used: make(map[uint64]int), preds: make(map[predKey]int),
+			recent: make([]firings, max(o.x.Horizon(), 1))}
 		o.sessions[id] = s
 	}
 	s.lastUse = o.clock
@@ -200,8 +215,8 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 	if !o.opts.Frozen {
 		o.learn(s, ev.Tool, hash, err == nil)
 	}
-	s.fired = s.fired[:0]
-	s.hashBuf = s.hashBuf[:0]
+	s.cur = (s.cur + 1) % len(s.recent)
+	s.recent[s.cur].reset()
 	if err == nil {
 		s.use(hash, o.opts.MaxCalls)
 	}
@@ -223,20 +238,39 @@ func (o *Online) Start(session string) []Prediction {
 	if s.n > 0 {
 		return nil
 	}
-	s.fired = s.fired[:0]
-	s.hashBuf = s.hashBuf[:0]
+	s.recent[s.cur].reset()
 	return o.predict(s, true)
 }
 
-// learn settles the previous predictions with the call that followed.
+// learn settles the previous predictions with the call that followed, and
+// credits the Soon counts of every candidate of the last Horizon
+// predictions this call is.
 func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
-	for _, f := range s.fired {
+	for _, f := range s.recent[s.cur].fs {
 		isTool := o.x.Tool(f.pattern) == tool
 		hit := -1
 		if isTool && ok && f.hashes != nil {
 			hit = slices.Index(f.hashes, hash)
 		}
 		o.x.Record(f.pattern, f.evaluated, isTool, hit, f.repeat)
+	}
+	if !ok || o.x.Horizon() == 0 {
+		return
+	}
+	for i := range s.recent {
+		fs := s.recent[i].fs
+		for j := range fs {
+			f := &fs[j]
+			if o.x.Tool(f.pattern) != tool {
+				continue
+			}
+			for r, h := range f.hashes {
+				if h == hash && f.credited&(1<<r) == 0 {
+					f.credited |= 1 << r
+					o.x.RecordSoon(f.pattern, r)
+				}
+			}
+		}
 	}
 }
 
@@ -325,6 +359,7 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 	}
 	clear(s.preds)
 	out := s.scored[:0]
+	fired := &s.recent[s.cur]
 	// add merges an estimate into the prediction of its key, keeping the
 	// best: each matched context is evidence, and the most confident one
 	// wins.
@@ -349,7 +384,7 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 		c := o.x.Counts(pi)
 		if !o.x.Exact(pi) {
 			add(predKey{tool: tool}, nil, float64(c.ToolHits), c.Support)
-			s.fired = append(s.fired, firing{pattern: pi, evaluated: true})
+			fired.fs = append(fired.fs, firing{pattern: pi, evaluated: true})
 			return
 		}
 		// Lazy evaluation: only now are the matched events' payloads read,
@@ -357,15 +392,15 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 		s.cands = o.x.Eval(pi, pos, h, o.x.Ranks(pi), s.cands[:0])
 		if len(s.cands) == 0 {
 			add(predKey{tool: tool}, nil, float64(c.ElseHits), c.ElseSupport)
-			s.fired = append(s.fired, firing{pattern: pi})
+			fired.fs = append(fired.fs, firing{pattern: pi})
 			return
 		}
 		add(predKey{tool: tool}, nil, float64(c.ToolHits), c.Support)
 		// The hashes live in one buffer per session, reused: learning
 		// reads them at the next event, before they are overwritten.
-		start := len(s.hashBuf)
-		s.hashBuf = append(s.hashBuf, make([]uint64, len(s.cands))...)
-		f := firing{pattern: pi, evaluated: true, hashes: s.hashBuf[start:len(s.hashBuf):len(s.hashBuf)]}
+		start := len(fired.hashes)
+		fired.hashes = append(fired.hashes, make([]uint64, len(s.cands))...)
+		f := firing{pattern: pi, evaluated: true, hashes: fired.hashes[start:len(fired.hashes):len(fired.hashes)]}
 		if !o.x.List(pi) {
 			// One call: its p is split by whether the session made it
 			// already, each side pulled towards the pattern's p by one
@@ -382,22 +417,31 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 				hits, support = hits-float64(c.RepeatHits), support-float64(c.Repeats)
 			}
 			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, (hits+p0)/(support+1))
-			s.fired = append(s.fired, f)
+			fired.fs = append(fired.fs, f)
 			return
 		}
+		prev := 1.0
 		for _, cd := range s.cands {
 			f.hashes[cd.Rank] = cd.Hash
 			hits := float64(o.x.Hits(pi, cd.Rank))
 			if cd.Rank > 0 {
-				// Later list elements get a small pseudo-count, falling
-				// with the rank: the traces may never have shown the
-				// second element called next, but it is the best guess
-				// after the first (and parallel calls take several).
+				// A later element is worth running ahead if it is called
+				// soon, not only next: agents fetch lists in parallel
+				// calls or in turn. Its p is how often it was called
+				// within the horizon, with a small pseudo-count falling
+				// with the rank (the traces may never have shown it), and
+				// never above the element before it, so the list keeps
+				// its order.
+				if soon, ok := o.x.Soon(pi, cd.Rank); ok {
+					hits = max(hits, float64(soon))
+				}
 				hits += 1 / float64(cd.Rank+1)
 			}
-			add(predKey{tool: tool, hash: cd.Hash}, cd.Args, hits, c.Support)
+			p := min(hits/(float64(c.Support)+o.opts.Shrink), prev)
+			prev = p
+			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, p)
 		}
-		s.fired = append(s.fired, f)
+		fired.fs = append(fired.fs, f)
 	}
 	if first {
 		// The start marker is window position 0, which has no payload.

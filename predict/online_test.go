@@ -55,7 +55,8 @@ func TestOnlineListCandidates(t *testing.T) {
 	}
 	items := `{"items": [{"name": "p"}, {"name": "q"}, {"name": "r"}, {"name": "s"}]}`
 	got := briefs(o.Observe(ev("n", 0, "list_items", `{"folder":"x"}`, items)))
-	want := []brief{{"read_item", `{"name":"p"}`}, {"read_item", `{"name":"q"}`}, {"read_item", `{"name":"r"}`}}
+	// The whole list, in order: agents fetch lists in parallel calls.
+	want := []brief{{"read_item", `{"name":"p"}`}, {"read_item", `{"name":"q"}`}, {"read_item", `{"name":"r"}`}, {"read_item", `{"name":"s"}`}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after list_items (-want +got):\n%s", diff)
 	}
@@ -69,6 +70,59 @@ func TestOnlineListCandidates(t *testing.T) {
 	// Another session is independent.
 	if got := briefs(o.Observe(ev("m", 0, "list_items", `{"folder":"x"}`, items))); len(got) == 0 || got[0].Args != `{"name":"p"}` {
 		t.Errorf("other session: %v", got)
+	}
+}
+
+// TestOnlineSoon checks that later list elements are worth what the traces
+// say of them being called soon (not next), that the list keeps its order,
+// and that live calls within the horizon credit the Soon counts once.
+func TestOnlineSoon(t *testing.T) {
+	pool := minePool(t, testdata("list.jsonl"))
+	if pool.Mined.Horizon == 0 {
+		t.Fatal("mined pool has no horizon")
+	}
+	o, err := NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := o.Index()
+	var pi int32 = -1
+	for i := range int32(x.Len()) {
+		if pt := x.Pattern(i); pt.List != nil && len(pt.Context) == 1 && pt.Context[0].Tool == "list_items" {
+			pi = i
+		}
+	}
+	if pi < 0 {
+		t.Fatal("no list pattern after list_items")
+	}
+	soon1, ok := x.Soon(pi, 1)
+	if !ok || soon1 <= x.Hits(pi, 1) {
+		t.Fatalf("rank 1: soon %d (ok %v) not above hits %d", soon1, ok, x.Hits(pi, 1))
+	}
+	items := `{"items": [{"name": "p"}, {"name": "q"}, {"name": "r"}]}`
+	preds := o.Observe(ev("n", 0, "list_items", `{"folder":"x"}`, items))
+	if len(preds) != 3 {
+		t.Fatalf("got %d predictions, want 3: %v", len(preds), briefs(preds))
+	}
+	sup := float64(x.Counts(pi).Support) + 1 // the default shrink
+	// No rank-1 call was ever next (hits 0): its p comes from Soon.
+	if want := float64(soon1) / sup; preds[1].P < want-1e-9 || preds[1].P > preds[0].P {
+		t.Errorf("rank 1 p = %v, want ≥ %v (from soon counts) and ≤ rank 0's %v", preds[1].P, want, preds[0].P)
+	}
+	if preds[2].P > preds[1].P {
+		t.Errorf("rank 2 p %v above rank 1's %v", preds[2].P, preds[1].P)
+	}
+	// q called second (not next) is credited to rank 1 once; p, called
+	// next, to rank 0.
+	soon0, _ := x.Soon(pi, 0)
+	o.Observe(ev("n", 1, "read_item", `{"name":"p"}`, "c"))
+	o.Observe(ev("n", 2, "read_item", `{"name":"q"}`, "c"))
+	o.Observe(ev("n", 3, "read_item", `{"name":"q"}`, "c"))
+	if got, _ := x.Soon(pi, 0); got != soon0+1 {
+		t.Errorf("rank 0 soon = %d, want %d", got, soon0+1)
+	}
+	if got, _ := x.Soon(pi, 1); got != soon1+1 {
+		t.Errorf("rank 1 soon = %d, want %d", got, soon1+1)
 	}
 }
 
