@@ -191,7 +191,11 @@ type sessionResult struct {
 	late []time.Duration
 }
 
-// replay runs the session as an agent against eng. It does not end the
+// replay runs the session as an agent against eng. It begins the session
+// in the engine first, as the fronts do when a session starts (an MCP
+// initialize), so that the first step's think window can be used too: the
+// oracle knows the first step there, and ahead may predict it. (Without a
+// predictor, as in serial and A/A, Begin does nothing.) It does not end the
 // session in the engine: an agent's last call is followed by a last answer
 // the traces do not time, and a real engine would not know the session
 // ended either, so what it speculates after the last call runs, is wasted
@@ -201,6 +205,7 @@ func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64) (
 		stallBy: make(map[engine.Source]time.Duration),
 		calls:   make([]callResult, len(a.s.Events)),
 	}
+	eng.Begin(a.s.ID)
 	for _, st := range a.steps {
 		wake := time.Now().Add(scaled(st.think, scale))
 		if err := sleep(ctx, scaled(st.think, scale)); err != nil {

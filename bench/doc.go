@@ -16,9 +16,9 @@
 //   - ahead: the real predictor under the operator's policy;
 //   - oracle: a predictor that knows each step exactly at the start of its
 //     think window, with unlimited slots and budget, under the same policy
-//     (the ceiling of what any predictor could hide under that policy; like
-//     ahead it cannot act before a session's first call, which the engine
-//     observes nothing before);
+//     (the ceiling of what any predictor could hide under that policy; it
+//     knows the first step too, from the session's start, when the agent
+//     begins the session in the engine);
 //   - orion: pre-warming only (ORION-like): the most likely next tools are
 //     warmed, never run;
 //   - specfaas: the most likely next tool with the arguments of its

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -23,17 +24,26 @@ type Predictor interface {
 // harness that the observed call is finished — the engine observes a call
 // before it speculates on it, so the replay backend's position is up to date
 // before any speculation of the next step starts — and then asks the mode's
-// own predictor.
+// own predictor. It is a Starter, so that every mode may speculate a
+// session's first call when the agent begins (engine.Begin).
 type tracker struct {
 	agents map[string]*agent // read-only during the run
 	inner  modePredictor
 }
 
+var _ engine.Starter = (*tracker)(nil)
+
 // modePredictor predicts with access to the replayed session (the oracle
-// needs it; the others ignore it).
+// needs it; the others ignore it). start predicts a session's first calls,
+// before it makes any; a is nil for a session the harness does not replay.
 type modePredictor interface {
+	start(session string, a *agent) []predict.Prediction
 	predict(ev trace.Event, a *agent) []predict.Prediction
 	forget(session string)
+}
+
+func (t *tracker) Start(session string) []predict.Prediction {
+	return t.inner.start(session, t.agents[session])
 }
 
 func (t *tracker) Observe(ev trace.Event) []predict.Prediction {
@@ -49,15 +59,33 @@ func (t *tracker) Forget(session string) { t.inner.forget(session) }
 // external adapts ahead's own predictor.
 type external struct{ p Predictor }
 
+// starter is the optional first-call half of a Predictor (predict.Online
+// has it; the engine asks it through engine.Starter).
+type starter interface {
+	Start(session string) []predict.Prediction
+}
+
+func (x external) start(session string, _ *agent) []predict.Prediction {
+	if st, ok := x.p.(starter); ok {
+		return st.Start(session)
+	}
+	return nil
+}
+
 func (x external) predict(ev trace.Event, _ *agent) []predict.Prediction { return x.p.Observe(ev) }
 func (x external) forget(session string)                                 { x.p.Forget(session) }
 
-// oracle knows every session: when the last call of a step finishes (the
-// start of the next think window) it predicts the next step's calls
-// exactly, with probability 1.
+// oracle knows every session: when the session begins and when the last
+// call of a step finishes (the start of each think window) it predicts the
+// next step's calls exactly, with probability 1.
 type oracle struct{}
 
-func (oracle) predict(_ trace.Event, a *agent) []predict.Prediction {
+func (o oracle) start(_ string, a *agent) []predict.Prediction { return o.next(a) }
+
+func (o oracle) predict(_ trace.Event, a *agent) []predict.Prediction { return o.next(a) }
+
+// next predicts the agent's next step if it is thinking.
+func (oracle) next(a *agent) []predict.Prediction {
 	if a == nil {
 		return nil
 	}
@@ -122,9 +150,24 @@ func (t *transitions) observe(ev trace.Event) ([]toolP, map[string]json.RawMessa
 		t.args[ev.Session] = a
 	}
 	a[ev.Tool] = ev.Args
+	return t.rankedLocked(ev.Tool), a
+}
+
+// first returns the ranked first tools of a session: what follows the
+// session start "" in the mining sessions (and in the sessions observed
+// so far).
+func (t *transitions) first() []toolP {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rankedLocked("")
+}
+
+// rankedLocked returns the tools seen after from, most frequent first,
+// with their probabilities.
+func (t *transitions) rankedLocked(from string) []toolP {
 	var ranked []toolP
-	for tool, n := range t.next[ev.Tool] {
-		ranked = append(ranked, toolP{tool, float64(n) / float64(t.total[ev.Tool])})
+	for tool, n := range t.next[from] {
+		ranked = append(ranked, toolP{tool, float64(n) / float64(t.total[from])})
 	}
 	slices.SortFunc(ranked, func(x, y toolP) int {
 		if c := cmp.Compare(y.p, x.p); c != 0 {
@@ -132,7 +175,7 @@ func (t *transitions) observe(ev trace.Event) ([]toolP, map[string]json.RawMessa
 		}
 		return cmp.Compare(x.tool, y.tool)
 	})
-	return ranked, a
+	return ranked
 }
 
 func (t *transitions) forget(session string) {
@@ -154,8 +197,15 @@ type orion struct {
 	k int
 }
 
+// start warms the k most frequent first tools of the mining sessions.
+func (o orion) start(string, *agent) []predict.Prediction { return o.warm(o.t.first()) }
+
 func (o orion) predict(ev trace.Event, _ *agent) []predict.Prediction {
 	ranked, _ := o.t.observe(ev)
+	return o.warm(ranked)
+}
+
+func (o orion) warm(ranked []toolP) []predict.Prediction {
 	var preds []predict.Prediction
 	for _, tp := range ranked[:min(o.k, len(ranked))] {
 		preds = append(preds, predict.Prediction{Tool: tp.tool, P: tp.p})
@@ -168,6 +218,10 @@ func (o orion) forget(session string) { o.t.forget(session) }
 // specFaaS speculates the most likely next tool with the arguments of its
 // previous call in the session; nothing if the session has not called it.
 type specFaaS struct{ t *transitions }
+
+// start predicts nothing: a session that has made no call has no previous
+// arguments to reuse, and SpecFaaS speculates only with those.
+func (specFaaS) start(string, *agent) []predict.Prediction { return nil }
 
 func (s specFaaS) predict(ev trace.Event, _ *agent) []predict.Prediction {
 	ranked, args := s.t.observe(ev)
@@ -198,8 +252,16 @@ type allWrong struct {
 // wrongArg is the argument name no real tool call has.
 const wrongArg = "__ahead_bench_all_wrong"
 
+// start predicts the k most frequent first tools, wrongly, so that the
+// control is wrong from the session's start like ahead may be.
+func (w *allWrong) start(string, *agent) []predict.Prediction { return w.wrong(w.t.first()) }
+
 func (w *allWrong) predict(ev trace.Event, _ *agent) []predict.Prediction {
 	ranked, _ := w.t.observe(ev)
+	return w.wrong(ranked)
+}
+
+func (w *allWrong) wrong(ranked []toolP) []predict.Prediction {
 	var preds []predict.Prediction
 	for _, tp := range ranked[:min(w.k, len(ranked))] {
 		w.mu.Lock()
