@@ -77,7 +77,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&f.concurrency, "concurrency", 8, "sessions at once (closed loop)")
 	fs.StringVar(&f.arrival, "arrival", "closed", "session arrivals: closed (see --concurrency), poisson:RATE or bursty:RATE:SIZE (sessions per second of trace time)")
 	fs.IntVar(&f.slots, "slots", 0, "calls the backend runs at once (0: unlimited; the oracle is always unlimited)")
-	fs.IntVar(&f.specBudget, "spec-budget", 0, "concurrent speculative executions (0: the engine's default, 8)")
+	fs.IntVar(&f.specBudget, "spec-budget", 0, "concurrent speculative executions (0: the engine's default, 32)")
 	fs.DurationVar(&f.coldStart, "cold-start", 0, "extra latency of a call to a tool unused for a minute (what pre-warming saves)")
 	fs.StringVar(&f.modes, "modes", "", "comma-separated modes to run (default: all)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the latency draws and arrivals")
