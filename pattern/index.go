@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -46,12 +47,20 @@ type ctxKey struct {
 }
 
 type cpattern struct {
-	src    *Pattern // context, tool and mappings as loaded (read-only)
-	tool   string
-	exact  bool
-	ctxLen int
-	list   *csource
-	args   []cmapping
+	src   *Pattern // context, tool and mappings as loaded (read-only)
+	tool  string
+	exact bool
+	list  *csource
+	args  []cmapping
+	// class numbers the patterns of an Index by what Eval computes from:
+	// patterns with the same tool, list and mappings (differing only in
+	// their contexts) give the same candidates when they read the same
+	// events. -1 outside an Index.
+	class int32
+	// reads has bit c set if a source reads context element c (counted
+	// back from the latest): the window positions the candidates depend
+	// on, besides the session's per-signature memory and calls.
+	reads uint8
 	// The live counts (see Pattern).
 	support, toolHits, elseSupport, elseHits atomic.Int64
 	repeats, repeatHits                      atomic.Int64
@@ -87,11 +96,19 @@ func NewIndex(p *Pool) (*Index, error) {
 	}
 	x := newIndex(p.Discriminators)
 	x.mined = p.Mined
+	classes := make(map[string]int32)
 	for i := range p.Patterns {
 		pt := &p.Patterns[i]
 		if err := x.add(pt); err != nil {
 			return nil, fmt.Errorf("%w: patterns[%d]: %v", ErrInvalid, i, err)
 		}
+		key := pt.Tool + "\x00" + strconv.FormatBool(pt.Exact) + "\x00" + mappingKey(*pt)
+		c, ok := classes[key]
+		if !ok {
+			c = int32(len(classes))
+			classes[key] = c
+		}
+		x.pats[len(x.pats)-1].class = c
 	}
 	return x, nil
 }
@@ -152,7 +169,7 @@ func (x *Index) add(pt *Pattern) error {
 }
 
 func (x *Index) compile(pt *Pattern) (*cpattern, error) {
-	cp := &cpattern{src: pt, tool: pt.Tool, exact: pt.Exact, ctxLen: len(pt.Context)}
+	cp := &cpattern{src: pt, tool: pt.Tool, exact: pt.Exact, class: -1}
 	source := func(r *Ref, part, path string) (csource, error) {
 		steps, ok := parsePointer(path)
 		if !ok {
@@ -164,6 +181,9 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 			if r.Sig != nil {
 				s.sig = x.intern(*r.Sig)
 			}
+		}
+		if part != PartItem && s.sig == 0 && s.ctx >= 0 && s.ctx < 8 {
+			cp.reads |= 1 << s.ctx
 		}
 		return s, nil
 	}
@@ -471,9 +491,10 @@ type History interface {
 	// Last returns the session's most recent event with a signature id,
 	// or nil.
 	Last(sig int32) *Payload
-	// Each calls fn with the session's last MaxEvery events with a
-	// signature id, the most recent first, until fn returns false.
-	Each(sig int32, fn func(*Payload) bool)
+	// Recent returns the session's i-th most recent event with a
+	// signature id (0 is the most recent, as Last), or nil; i <
+	// MaxEvery.
+	Recent(sig int32, i int) *Payload
 	// Used reports whether the session already made a call (by CallHash).
 	Used(call uint64) bool
 }
@@ -506,37 +527,136 @@ func CallHash(tool string, canonArgs []byte) uint64 {
 // most max, in list order. A tool-only pattern gives one candidate with
 // nil Args. Nothing is appended when a source is missing.
 func (x *Index) Eval(i int32, pos []int, h History, max int, dst []Candidate) []Candidate {
-	return x.evalCompiled(x.pats[i], pos, h, max, dst)
+	dst, _ = x.evalCompiled(x.pats[i], pos, h, max, dst, nil)
+	return dst
 }
 
-func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []Candidate) []Candidate {
+// EvalCache remembers the candidates Index.EvalCached computed for one
+// state of a History (one prediction), and holds their arguments. A
+// matched window names the same events in many contexts, and many
+// patterns differ only in their contexts: they need evaluating once. The
+// zero value is ready to use; it is not safe for concurrent use.
+type EvalCache struct {
+	memo  map[evalKey]evalEntry
+	cands []Candidate
+	buf   []byte // backs the candidates' Args
+}
+
+// evalKey names an evaluation: the pattern's class and the window
+// positions it reads (one byte per context element, position + 1).
+type evalKey struct {
+	class int32
+	pos   uint64
+}
+
+type evalEntry struct {
+	start, end int // in cands
+	max        int // the max they were computed with
+}
+
+// Reset forgets the cached candidates, for a new state of the History:
+// the candidates returned so far are overwritten from then on.
+func (c *EvalCache) Reset() {
+	clear(c.memo)
+	clear(c.cands) // drop references into released arguments
+	c.cands = c.cands[:0]
+	c.buf = c.buf[:0]
+}
+
+// EvalCached is Eval for predictors: it returns pattern i's candidates
+// (the caller must not modify them), computing them only if c holds none
+// for the same evaluation since its last Reset. The History must not
+// change between Resets. The candidates and their Args are valid until
+// the next Reset.
+func (x *Index) EvalCached(c *EvalCache, i int32, pos []int, h History, max int) []Candidate {
+	cp := x.pats[i]
+	key, ok := cp.evalKey(pos)
+	if !ok {
+		start := len(c.cands)
+		c.cands, c.buf = x.evalCompiled(cp, pos, h, max, c.cands, c.buf)
+		return c.cands[start:len(c.cands):len(c.cands)]
+	}
+	if e, ok := c.memo[key]; ok {
+		n := e.end - e.start
+		switch {
+		case cp.list == nil:
+			// One call (or none), whatever max.
+			return c.cands[e.start:e.end:e.end]
+		case max <= e.max || n < e.max:
+			// A list's candidates are those of the first elements not
+			// used: with a smaller max, a prefix; if the list ran out
+			// before e.max, the same with any max.
+			n = min(n, max)
+			if n < 0 {
+				n = 0
+			}
+			return c.cands[e.start : e.start+n : e.start+n]
+		}
+	}
+	start := len(c.cands)
+	c.cands, c.buf = x.evalCompiled(cp, pos, h, max, c.cands, c.buf)
+	if c.memo == nil {
+		c.memo = make(map[evalKey]evalEntry)
+	}
+	c.memo[key] = evalEntry{start: start, end: len(c.cands), max: max}
+	return c.cands[start:len(c.cands):len(c.cands)]
+}
+
+// evalKey returns the key of the pattern's evaluation at pos, if it has
+// one.
+func (cp *cpattern) evalKey(pos []int) (evalKey, bool) {
+	if cp.class < 0 {
+		return evalKey{}, false
+	}
+	k := evalKey{class: cp.class}
+	for c := range 8 {
+		if cp.reads&(1<<c) == 0 || c >= len(pos) {
+			continue
+		}
+		v := pos[c] + 1
+		if v < 0 || v > 255 {
+			return evalKey{}, false
+		}
+		k.pos |= uint64(v) << (8 * c)
+	}
+	return k, true
+}
+
+// evalCompiled appends the pattern's candidates to dst (see Eval), and
+// their arguments to buf, which backs them.
+func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []Candidate, buf []byte) ([]Candidate, []byte) {
 	if !cp.exact {
-		return append(dst, Candidate{})
+		return append(dst, Candidate{}), buf
 	}
 	if cp.list == nil {
-		args, ok := cp.appendArgs(nil, pos, h, nil)
+		start := len(buf)
+		b, ok := cp.appendArgs(buf, pos, h, nil)
 		if !ok {
-			return dst
+			return dst, b[:start]
 		}
-		return append(dst, Candidate{Args: args, Hash: CallHash(cp.tool, args)})
+		args := b[start:len(b):len(b)]
+		return append(dst, Candidate{Args: args, Hash: CallHash(cp.tool, args)}), b
 	}
 	start := len(dst)
 	rank, scanned := 0, 0
-	var scratch []byte
 	each := func(n int, el []byte) bool {
 		if scanned++; scanned > maxListScan || rank >= max {
 			return false
 		}
-		var ok bool
-		scratch, ok = cp.appendArgs(scratch[:0], pos, h, el)
+		at := len(buf)
+		b, ok := cp.appendArgs(buf, pos, h, el)
 		if !ok {
+			buf = b[:at]
 			return true
 		}
-		hash := CallHash(cp.tool, scratch)
+		args := b[at:len(b):len(b)]
+		hash := CallHash(cp.tool, args)
 		if h.Used(hash) || slices.ContainsFunc(dst[start:], func(c Candidate) bool { return c.Hash == hash }) {
+			buf = b[:at]
 			return true
 		}
-		dst = append(dst, Candidate{Args: slices.Clone(scratch), Hash: hash, Rank: rank})
+		buf = b
+		dst = append(dst, Candidate{Args: args, Hash: hash, Rank: rank})
 		rank++
 		return true
 	}
@@ -545,46 +665,68 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 		// first, then the untouched ones: an agent going through the
 		// elements of several lists (the flights of each booking) finishes
 		// one before it starts the next, even when a newer list arrived
-		// in between.
+		// in between. Whether a list was started is worked out once, when
+		// first needed.
+		const (
+			unknown = iota
+			started
+			untouched
+		)
+		var state [MaxEvery]uint8
 		for pass := 0; pass < 2 && rank < max && scanned <= maxListScan; pass++ {
-			h.Each(cp.list.sig, func(p *Payload) bool {
+			for r := range MaxEvery {
+				p := h.Recent(cp.list.sig, r)
+				if p == nil {
+					break
+				}
 				list, ok := p.listAt(cp.list)
 				if !ok {
-					return true
+					continue
 				}
-				if cp.started(list, pos, h) != (pass == 0) {
-					return true
+				if state[r] == unknown {
+					state[r] = untouched
+					var s bool
+					if s, buf = cp.started(list, pos, h, buf); s {
+						state[r] = started
+					}
+				}
+				if (state[r] == started) != (pass == 0) {
+					continue
 				}
 				eachElem(list, each)
-				return rank < max && scanned <= maxListScan
-			})
+				if rank >= max || scanned > maxListScan {
+					break
+				}
+			}
 		}
-		return dst
+		return dst, buf
 	}
 	list, text, _, ok := cp.resolve(cp.list, pos, h, nil)
 	if !ok || text {
-		return dst
+		return dst, buf
 	}
 	eachElem(list, each)
-	return dst
+	return dst, buf
 }
 
 // started reports whether the session already made the call of one of
-// list's elements.
-func (cp *cpattern) started(list []byte, pos []int, h History) bool {
-	var scratch []byte
+// list's elements. It uses buf's spare capacity as scratch, and returns
+// it with the same length.
+func (cp *cpattern) started(list []byte, pos []int, h History, buf []byte) (bool, []byte) {
 	found := false
+	at := len(buf)
 	eachElem(list, func(n int, el []byte) bool {
 		if n >= maxListScan {
 			return false
 		}
-		var ok bool
-		if scratch, ok = cp.appendArgs(scratch[:0], pos, h, el); ok && h.Used(CallHash(cp.tool, scratch)) {
+		b, ok := cp.appendArgs(buf, pos, h, el)
+		buf = b[:at]
+		if ok && h.Used(CallHash(cp.tool, b[at:])) {
 			found = true
 		}
 		return !found
 	})
-	return found
+	return found, buf
 }
 
 // listAt returns the JSON array a list source names in this event.

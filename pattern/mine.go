@@ -762,14 +762,13 @@ func (h *mineHistory) Last(sig int32) *Payload {
 	return nil
 }
 
-func (h *mineHistory) Each(sig int32, fn func(*Payload) bool) {
+func (h *mineHistory) Recent(sig int32, i int) *Payload {
 	events := h.m.bySig[h.sess][sig]
 	n := h.before(events)
-	for i := n - 1; i >= 0 && n-i <= MaxEvery; i-- {
-		if !fn(&h.m.events[events[i]].pay) {
-			return
-		}
+	if i < 0 || i >= n || i >= MaxEvery {
+		return nil
 	}
+	return &h.m.events[events[n-1-i]].pay
 }
 
 // Used looks as far back as the predictor remembers calls (maxUsedCalls).
@@ -863,10 +862,11 @@ func (m *miner) validate(c minedContext, pt *Pattern) {
 	}
 	var pos []int
 	var cands []Candidate
+	var buf []byte
 	for _, oc := range c.occs {
 		h, p := m.history(c, oc, pos)
 		pos = p
-		cands = m.x.evalCompiled(cp, pos, h, len(pt.Hits), cands[:0])
+		cands, buf = m.x.evalCompiled(cp, pos, h, len(pt.Hits), cands[:0], buf[:0])
 		t := &m.events[h.target]
 		if len(cands) == 0 {
 			pt.ElseSupport++

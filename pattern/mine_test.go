@@ -200,12 +200,19 @@ func (h *testHistory) Last(sig int32) *Payload {
 	return nil
 }
 
-func (h *testHistory) Each(sig int32, fn func(*Payload) bool) {
+func (h *testHistory) Recent(sig int32, n int) *Payload {
+	if n >= MaxEvery {
+		return nil
+	}
 	for i := len(h.sigs) - 1; i >= 0; i-- {
-		if h.sigs[i] == sig && !fn(&h.pays[i]) {
-			return
+		if h.sigs[i] == sig {
+			if n == 0 {
+				return &h.pays[i]
+			}
+			n--
 		}
 	}
+	return nil
 }
 
 func (h *testHistory) Used(call uint64) bool { return h.used[call] }

@@ -128,8 +128,7 @@ type session struct {
 	scored []scored
 	// scratch buffers, reused across events.
 	window []int32
-	pos    []int
-	cands  []pattern.Candidate
+	evals  pattern.EvalCache // the candidates of this prediction; backs scored's args
 	preds  map[predKey]int
 }
 
@@ -334,13 +333,11 @@ func (h history) Last(sig int32) *pattern.Payload {
 	return nil
 }
 
-func (h history) Each(sig int32, fn func(*pattern.Payload) bool) {
-	l := h.s.last[sig]
-	for i := len(l) - 1; i >= 0; i-- {
-		if !fn(&l[i].pay) {
-			return
-		}
+func (h history) Recent(sig int32, i int) *pattern.Payload {
+	if l := h.s.last[sig]; i >= 0 && i < len(l) {
+		return &l[len(l)-1-i].pay
 	}
+	return nil
 }
 
 func (h history) Used(call uint64) bool { return h.s.used[call] > 0 }
@@ -358,6 +355,7 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 		s.window = append(s.window, s.at(i).sig)
 	}
 	clear(s.preds)
+	s.evals.Reset()
 	out := s.scored[:0]
 	fired := &s.recent[s.cur]
 	// add merges an estimate into the prediction of its key, keeping the
@@ -389,8 +387,8 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 		}
 		// Lazy evaluation: only now are the matched events' payloads read,
 		// and only at the paths this pattern's mappings name.
-		s.cands = o.x.Eval(pi, pos, h, o.x.Ranks(pi), s.cands[:0])
-		if len(s.cands) == 0 {
+		cands := o.x.EvalCached(&s.evals, pi, pos, h, o.x.Ranks(pi))
+		if len(cands) == 0 {
 			add(predKey{tool: tool}, nil, float64(c.ElseHits), c.ElseSupport)
 			fired.fs = append(fired.fs, firing{pattern: pi})
 			return
@@ -399,14 +397,14 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 		// The hashes live in one buffer per session, reused: learning
 		// reads them at the next event, before they are overwritten.
 		start := len(fired.hashes)
-		fired.hashes = append(fired.hashes, make([]uint64, len(s.cands))...)
+		fired.hashes = append(fired.hashes, make([]uint64, len(cands))...)
 		f := firing{pattern: pi, evaluated: true, hashes: fired.hashes[start:len(fired.hashes):len(fired.hashes)]}
 		if !o.x.List(pi) {
 			// One call: its p is split by whether the session made it
 			// already, each side pulled towards the pattern's p by one
 			// pseudo-occurrence, so that a split the traces rarely saw
 			// says little.
-			cd := s.cands[0]
+			cd := cands[0]
 			f.hashes[0] = cd.Hash
 			f.repeat = h.Used(cd.Hash)
 			hits, support := float64(o.x.Hits(pi, 0)), float64(c.Support)
@@ -421,7 +419,7 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 			return
 		}
 		prev := 1.0
-		for _, cd := range s.cands {
+		for _, cd := range cands {
 			f.hashes[cd.Rank] = cd.Hash
 			hits := float64(o.x.Hits(pi, cd.Rank))
 			if cd.Rank > 0 {
@@ -523,11 +521,20 @@ func rank(out []scored, limit int) []Prediction {
 	if len(out) == 0 {
 		return nil
 	}
+	// The arguments live in buffers the session reuses: the caller gets
+	// copies, all in one allocation.
+	n := 0
+	for _, sc := range out {
+		n += len(sc.args)
+	}
+	buf := make([]byte, 0, n)
 	preds := make([]Prediction, len(out))
 	for i, sc := range out {
 		preds[i] = Prediction{Tool: sc.key.tool, P: sc.p}
 		if sc.args != nil {
-			preds[i].Args = json.RawMessage(sc.args)
+			at := len(buf)
+			buf = append(buf, sc.args...)
+			preds[i].Args = json.RawMessage(buf[at:len(buf):len(buf)])
 		}
 	}
 	return preds
