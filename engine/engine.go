@@ -120,8 +120,22 @@ type Options struct {
 	// (8 throttled 16 concurrent tau2 sessions to 0.52 of the stall an
 	// oracle hides, against 0.66 with 32).
 	SpecBudget int
-	// MinProbability ignores predictions less likely than this; 0 means 0.05.
+	// MinProbability ignores predictions less likely than this; 0 means
+	// 0.02. Amplification, not this floor, is what bounds the waste.
 	MinProbability float64
+	// Amplification caps the speculative executions started per
+	// authoritative call, on average: every call earns this many, every
+	// speculative execution spends one (given back if it never runs), and
+	// up to AmplificationBurst can be saved up for the moments that take
+	// many at once (a session start, a list the agent is about to fetch).
+	// While less than half the burst is saved up, the probability a
+	// prediction needs rises from MinProbability towards 0.5, so a scarce
+	// budget declines the least likely work wherever it comes from. 0
+	// means 2.5; negative means no cap.
+	Amplification float64
+	// AmplificationBurst is how many unspent executions can be saved up;
+	// 0 means 64.
+	AmplificationBurst float64
 	// DefaultTTL is how long a speculative result stays reusable for tools
 	// whose rule sets none; 0 means 60 s.
 	DefaultTTL time.Duration
@@ -164,7 +178,13 @@ func (o Options) withDefaults() Options {
 		o.SpecBudget = 32
 	}
 	if o.MinProbability <= 0 {
-		o.MinProbability = 0.05
+		o.MinProbability = 0.02
+	}
+	if o.Amplification == 0 {
+		o.Amplification = 2.5
+	}
+	if o.AmplificationBurst <= 0 {
+		o.AmplificationBurst = 64
 	}
 	def(&o.DefaultTTL, 60*time.Second)
 	def(&o.IdleTimeout, 10*time.Minute)
@@ -206,6 +226,7 @@ type Engine struct {
 	bytes    int64 // their size
 	totals   Totals
 	pending  []trace.Event // speculative records to write after unlocking
+	tokens   float64       // speculative executions that may start (Amplification)
 	quiet    bool          // Quiesce was called: no new speculation
 	closed   bool
 
@@ -225,6 +246,7 @@ func New(opts Options) *Engine {
 		tools:    make(map[string]*toolStats),
 		metrics:  newMetrics(opts.Registerer),
 		stop:     make(chan struct{}),
+		tokens:   opts.AmplificationBurst,
 	}
 	limits := make(map[string]sched.Limits)
 	var unlisted []string
@@ -370,6 +392,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		return Result{}, ErrClosed
 	}
 	s := e.sessionLocked(sessionID, arrive)
+	e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
 	think := s.beginLocked(arrive)
 	seq, step := s.seq, s.step
 	s.seq++

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -639,6 +640,77 @@ func TestSetPolicy(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Reused {
 			t.Errorf("read after the policy allowed it again: %s, want reused", res.Source)
+		}
+	})
+}
+
+// TestAmplificationBudget checks that speculation never outruns its budget
+// (executions per authoritative call, plus what can be saved up), and that
+// what a scarce budget declines is the least likely work, wherever it comes
+// from: calls alternately predict unlikely and likely guesses, and the
+// unlikely ones must not starve the likely ones.
+func TestAmplificationBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		runs := map[string]int{}
+		echo := func(name string) backend.Func {
+			return func(ctx context.Context, args json.RawMessage) (string, error) {
+				mu.Lock()
+				runs[name+string(args)]++
+				mu.Unlock()
+				time.Sleep(100 * time.Millisecond)
+				return name, nil
+			}
+		}
+		// Guesses that are never made: after an even call four unlikely
+		// ones, after an odd call two likely ones.
+		wrong := predict.Func(func(ev trace.Event) []predict.Prediction {
+			n, p, kind := 4, 0.03, "unlikely"
+			if ev.Seq%2 == 1 {
+				n, p, kind = 2, 0.9, "likely"
+			}
+			var ps []predict.Prediction
+			for i := range n {
+				ps = append(ps, predict.Prediction{Tool: "read", Args: json.RawMessage(fmt.Sprintf(`{"path":"%s-%d-%d"}`, kind, ev.Seq, i)), P: p})
+			}
+			return ps
+		})
+		pol := readsPolicy()
+		pol.Dedup.Strategy, pol.Dedup.MaxPerTool = policy.StrategyAll, 0
+		eng := engine.New(engine.Options{
+			Backends:           map[string]engine.Backend{"b": {Backend: backend.Funcs{"list": echo("list"), "read": echo("read")}}},
+			Policy:             pol,
+			Predictor:          wrong,
+			Amplification:      1,
+			AmplificationBurst: 4,
+		})
+		defer eng.Close()
+		const calls = 40
+		for i := range calls {
+			if _, err := eng.Call(t.Context(), "s", "list", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second) // think: every guess runs and ends unclaimed
+		}
+		st := eng.Stats()
+		if max := int64(calls + 4); st.SpecStarted > max {
+			t.Errorf("%d speculative executions for %d calls, want at most %d", st.SpecStarted, calls, max)
+		}
+		if st.Declined == 0 {
+			t.Error("nothing declined")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		likely := 0
+		for k, n := range runs {
+			if strings.Contains(k, "likely") && !strings.Contains(k, "unlikely") {
+				likely += n
+			}
+		}
+		// 20 odd calls predict 40 likely guesses; the budget affords about
+		// 40 executions in all.
+		if likely < 36 {
+			t.Errorf("%d likely guesses ran of %d executions (want at least 36 of the 40)", likely, st.SpecStarted)
 		}
 	})
 }

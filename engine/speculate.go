@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"time"
 
@@ -77,7 +78,7 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 // computes its utility U = p·T/(c·d): d the tool's expected duration, T the
 // expected saving min(d, expected think time), c the slots it takes (1).
 func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Prediction) (candidate, bool) {
-	if p.P < e.opts.MinProbability || p.Tool == "" {
+	if p.P < e.minProbabilityLocked() || p.Tool == "" {
 		return candidate{}, false
 	}
 	rule := pol.Lookup(p.Tool)
@@ -120,6 +121,23 @@ func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Predi
 		c.req = req
 	}
 	return c, true
+}
+
+// minProbabilityLocked is the least probability a prediction needs to be
+// run now: MinProbability while at least half the amplification budget is
+// saved up, rising geometrically to 0.5 as it runs out. What a scarce
+// budget declines is then the least likely work, wherever it comes from,
+// not whatever happens to arrive once it is spent.
+func (e *Engine) minProbabilityLocked() float64 {
+	floor := e.opts.MinProbability
+	if e.opts.Amplification <= 0 || floor >= 0.5 {
+		return floor
+	}
+	fill := e.tokens / e.opts.AmplificationBurst
+	if fill >= 0.5 {
+		return floor
+	}
+	return floor * math.Pow(0.5/floor, 1-2*max(fill, 0))
 }
 
 // dryRunVariant returns the safe variant of a call: its arguments patched
@@ -196,9 +214,14 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 			return
 		}
 	}
+	if e.opts.Amplification > 0 && e.tokens < 1 {
+		e.totals.Declined++
+		return
+	}
 	if !e.makeRoomLocked(s, c.rule.Shared, c.utility) {
 		return
 	}
+	e.tokens-- // (unused without a cap)
 	en := &entry{
 		key:     c.key,
 		rule:    c.rule,

@@ -68,8 +68,9 @@ type Totals struct {
 	// Calls is the number of authoritative calls served, split by source.
 	Calls, Executed, Reused, Promoted int64
 	// SpecStarted counts speculative executions started (dry runs
-	// included); Warmups counts warm-ups requested.
-	SpecStarted, Warmups int64
+	// included); Warmups counts warm-ups requested; Declined counts
+	// predictions not run for want of amplification budget.
+	SpecStarted, Warmups, Declined int64
 	// Outcomes counts the fates of speculative entries.
 	Outcomes map[Outcome]int64
 	// Saved is the tool time agents did not wait; Wasted the time spent
@@ -155,6 +156,8 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 	e.totals.Outcomes[why]++
 	e.metrics.specOutcome(en.key.Tool, why)
 	if !en.ran {
+		// Never started: the amplification budget gets it back.
+		e.tokens = min(e.tokens+1, e.opts.AmplificationBurst)
 		return
 	}
 	ran := en.finished.Sub(en.started)

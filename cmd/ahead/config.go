@@ -109,18 +109,20 @@ type execBackendConfig struct {
 // engineConfig is the optional engine tuning; zero fields keep the
 // engine's defaults.
 type engineConfig struct {
-	SpecBudget        int
-	MinProbability    float64
-	TTL               time.Duration
-	IdleTimeout       time.Duration
-	DefaultDuration   time.Duration
-	DefaultThink      time.Duration
-	StartDeadline     time.Duration
-	MaxSessionEntries int
-	MaxSessionBytes   int64
-	MaxEntries        int
-	MaxBytes          int64
-	SweepInterval     time.Duration
+	SpecBudget         int
+	MinProbability     float64
+	Amplification      float64
+	AmplificationBurst float64
+	TTL                time.Duration
+	IdleTimeout        time.Duration
+	DefaultDuration    time.Duration
+	DefaultThink       time.Duration
+	StartDeadline      time.Duration
+	MaxSessionEntries  int
+	MaxSessionBytes    int64
+	MaxEntries         int
+	MaxBytes           int64
+	SweepInterval      time.Duration
 }
 
 // position locates a node for errors reported after parsing.
@@ -257,7 +259,7 @@ var (
 	fieldsBackend  = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve"}
 	fieldsHTTP     = []string{"url", "timeout", "headers", "max_response_bytes"}
 	fieldsExec     = []string{"command", "timeout", "dir", "env", "max_output_bytes"}
-	fieldsEngine   = []string{"spec_budget", "min_probability", "ttl", "idle_timeout", "default_duration",
+	fieldsEngine   = []string{"spec_budget", "min_probability", "amplification", "amplification_burst", "ttl", "idle_timeout", "default_duration",
 		"default_think", "start_deadline", "max_session_entries", "max_session_bytes", "max_entries",
 		"max_bytes", "sweep_interval"}
 )
@@ -538,6 +540,10 @@ func (p *cfgParser) engine(n *yaml.Node, field string) engineConfig {
 				}
 				e.MinProbability = x
 			}
+		case "amplification":
+			e.Amplification, _ = p.positiveFloat(v, f)
+		case "amplification_burst":
+			e.AmplificationBurst, _ = p.positiveFloat(v, f)
 		case "ttl":
 			e.TTL, _ = p.duration(v, f)
 		case "idle_timeout":
