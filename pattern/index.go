@@ -436,8 +436,16 @@ type Payload struct {
 	kind   int8 // 0 unknown, 1 text, 2 JSON
 	memos  [8]memo
 	nmemo  int
-	spare  memo // when memos is full: a scratch entry, not a cache
+	more   []memo // the memos beyond the first 8, up to maxMemos in all
+	spare  memo   // when all are taken: a scratch entry, not a cache
 }
+
+// maxMemos bounds the paths a payload memoises. Lists of records are read
+// at many paths (each field of the first elements, and the lists
+// themselves): a user's reservations, orders and address fields easily
+// exceed 8, and a path that misses the memo is looked up again for every
+// list element a candidate is built from.
+const maxMemos = 32
 
 // memo caches the value at one path of a payload.
 type memo struct {
@@ -456,10 +464,19 @@ func (p *Payload) memo(part, ptr string) *memo {
 			return m
 		}
 	}
+	for i := range p.more {
+		if m := &p.more[i]; m.part == part && m.ptr == ptr {
+			return m
+		}
+	}
 	if p.nmemo < len(p.memos) {
 		p.memos[p.nmemo] = memo{part: part, ptr: ptr}
 		p.nmemo++
 		return &p.memos[p.nmemo-1]
+	}
+	if len(p.memos)+len(p.more) < maxMemos {
+		p.more = append(p.more, memo{part: part, ptr: ptr})
+		return &p.more[len(p.more)-1]
 	}
 	p.spare = memo{part: part, ptr: ptr}
 	return &p.spare
@@ -470,6 +487,15 @@ func (p *Payload) memo(part, ptr string) *memo {
 // while the payload is in use.
 func MakePayload(ev *trace.Event) Payload {
 	return Payload{Tool: ev.Tool, Args: ev.Args, Output: unsafe.Slice(unsafe.StringData(ev.Output), len(ev.Output))}
+}
+
+// Reset makes p the payload of ev, as MakePayload does, reusing the memory
+// of its memos.
+func (p *Payload) Reset(ev *trace.Event) {
+	more := p.more
+	clear(more) // they view the previous event's output
+	*p = MakePayload(ev)
+	p.more = more[:0]
 }
 
 // outputIsJSON reports whether the output is a JSON document (an object or

@@ -127,15 +127,18 @@ type session struct {
 	cur    int
 	scored []scored
 	// scratch buffers, reused across events.
+	free   []*slot // slots neither the window nor last holds any more
+	hist   history
 	window []int32
 	evals  pattern.EvalCache // the candidates of this prediction; backs scored's args
 	preds  map[predKey]int
 }
 
 type slot struct {
-	sig int32
-	ev  trace.Event
-	pay pattern.Payload
+	sig  int32
+	refs int8 // held by the window and/or the per-signature memory
+	ev   trace.Event
+	pay  pattern.Payload
 }
 
 type firing struct {
@@ -285,25 +288,50 @@ func (s *session) use(h uint64, maxCalls int) {
 	}
 }
 
-// push adds ev to the window and the per-signature memory.
+// push adds ev to the window and the per-signature memory. The slots
+// (an event and its payload's memos, a kilobyte) are recycled once
+// neither holds them: nothing else keeps them past an event.
 func (o *Online) push(s *session, ev trace.Event) {
-	sl := &slot{sig: o.x.SigOf(ev.Tool, ev.Status, ev.Args), ev: ev}
-	sl.pay = pattern.MakePayload(&sl.ev)
+	var sl *slot
+	if n := len(s.free); n > 0 {
+		sl = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	} else {
+		sl = new(slot)
+	}
+	sl.sig, sl.ev = o.x.SigOf(ev.Tool, ev.Status, ev.Args), ev
+	sl.pay.Reset(&sl.ev)
 	if len(s.ring) < o.k {
 		s.ring = append(s.ring, sl)
 	} else {
+		s.release(s.ring[s.head])
 		s.ring[s.head] = sl
 		s.head = (s.head + 1) % o.k
 	}
+	sl.refs++
 	if sl.sig != pattern.UnknownSig {
 		l := s.last[sl.sig]
 		if len(l) >= o.x.History(sl.sig) {
+			s.release(l[0])
 			copy(l, l[1:])
 			l = l[:len(l)-1]
 		}
 		s.last[sl.sig] = append(l, sl)
+		sl.refs++
 	}
 	s.n++
+}
+
+// release drops a hold on a slot, freeing it for reuse after the last.
+func (s *session) release(sl *slot) {
+	if sl.refs--; sl.refs == 0 {
+		// The caller's memory (outputs can be megabytes) is not ours to
+		// keep.
+		sl.ev = trace.Event{}
+		sl.pay.Reset(&sl.ev)
+		s.free = append(s.free, sl)
+	}
 }
 
 // at returns the event at ring position i (0 is the oldest).
@@ -318,7 +346,7 @@ type history struct {
 	start int // 1 if window[0] is the start marker
 }
 
-func (h history) At(pos int) *pattern.Payload {
+func (h *history) At(pos int) *pattern.Payload {
 	i := pos - h.start
 	if i < 0 || i >= len(h.s.ring) {
 		return nil
@@ -326,27 +354,30 @@ func (h history) At(pos int) *pattern.Payload {
 	return &h.s.at(i).pay
 }
 
-func (h history) Last(sig int32) *pattern.Payload {
+func (h *history) Last(sig int32) *pattern.Payload {
 	if l := h.s.last[sig]; len(l) > 0 {
 		return &l[len(l)-1].pay
 	}
 	return nil
 }
 
-func (h history) Recent(sig int32, i int) *pattern.Payload {
+func (h *history) Recent(sig int32, i int) *pattern.Payload {
 	if l := h.s.last[sig]; i >= 0 && i < len(l) {
 		return &l[len(l)-1-i].pay
 	}
 	return nil
 }
 
-func (h history) Used(call uint64) bool { return h.s.used[call] > 0 }
+func (h *history) Used(call uint64) bool { return h.s.used[call] > 0 }
 
 // predict returns the predictions after the session's latest event, or,
 // if first, before its first event (the session start alone).
 func (o *Online) predict(s *session, first bool) []Prediction {
 	s.window = s.window[:0]
-	h := history{s: s}
+	// The History is passed as a pointer into the session: a history
+	// value would be boxed, one allocation per pattern fired.
+	s.hist = history{s: s}
+	h := &s.hist
 	if s.n <= o.k {
 		s.window = append(s.window, pattern.StartSig)
 		h.start = 1
