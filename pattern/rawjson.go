@@ -3,11 +3,12 @@ package pattern
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/ahead-dev/ahead/callkey"
 )
 
 // This file navigates JSON text without decoding it into maps: the
@@ -401,8 +402,9 @@ func pointer(tokens []string) string {
 }
 
 // canonValue returns the canonical JSON of a value (see callkey): the value
-// itself when it is already canonical (a string without escapes, a number,
-// a literal), else callkey's encoding. ok is false for invalid JSON.
+// itself when it is canonical already (always so for a string without
+// escapes, a number or a literal), else callkey's encoding. ok is false
+// for invalid JSON.
 func canonValue(raw []byte) ([]byte, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -423,87 +425,12 @@ func canonValue(raw []byte) ([]byte, bool) {
 		return nil, false
 	}
 	// Objects and arrays: already canonical (as the engine's arguments
-	// are), or encoded here. The encoder is lenient about syntax, so the
-	// input is validated first, exactly as callkey would: valid JSON, valid
-	// UTF-8, no lone surrogate escapes (unquoteBody rejects them).
+	// are), which a scan tells without allocating, or callkey's encoding.
 	if end, ok := canonValueEnd(raw, 0, 0); ok && end == len(raw) && utf8.Valid(raw) {
 		return raw, true
 	}
-	if !utf8.Valid(raw) || !json.Valid(raw) {
-		return nil, false
-	}
-	return appendCanon(nil, raw, 0)
-}
-
-// appendCanon appends the canonical encoding of a valid JSON value.
-func appendCanon(buf, v []byte, depth int) ([]byte, bool) {
-	if depth > 512 {
-		return nil, false
-	}
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
-		return nil, false
-	}
-	switch v[0] {
-	case '{':
-		type member struct {
-			key string
-			val []byte
-		}
-		var small [8]member
-		ms := small[:0]
-		ok := true
-		eachMember(v, func(k, val []byte) bool {
-			key, kok := unquote(k)
-			if !kok {
-				ok = false
-				return false
-			}
-			ms = append(ms, member{key, val})
-			return true
-		})
-		if !ok {
-			return nil, false
-		}
-		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
-		buf = append(buf, '{')
-		for i, m := range ms {
-			if i > 0 {
-				if ms[i-1].key == m.key {
-					return nil, false // duplicate keys, as callkey says
-				}
-				buf = append(buf, ',')
-			}
-			buf = appendQuoted(buf, m.key)
-			buf = append(buf, ':')
-			if buf, ok = appendCanon(buf, m.val, depth+1); !ok {
-				return nil, false
-			}
-		}
-		return append(buf, '}'), true
-	case '[':
-		ok := true
-		buf = append(buf, '[')
-		eachElem(v, func(i int, el []byte) bool {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf, ok = appendCanon(buf, el, depth+1)
-			return ok
-		})
-		if !ok {
-			return nil, false
-		}
-		return append(buf, ']'), true
-	case '"':
-		str, ok := unquote(v)
-		if !ok {
-			return nil, false
-		}
-		return appendQuoted(buf, str), true
-	default:
-		return append(buf, v...), true // a number or literal, as written
-	}
+	c, err := callkey.CanonicalValue(raw)
+	return c, err == nil
 }
 
 func noControl(b []byte) bool {
