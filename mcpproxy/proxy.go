@@ -224,7 +224,10 @@ func (p *Proxy) Serve(ctx context.Context, t mcp.Transport) error {
 		err = <-done
 	}
 	p.endSession(ss)
-	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+	// The agent hanging up is the normal end of a session, whether it
+	// closed between messages (EOF) or while a reply was being written
+	// (a closed pipe).
+	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 		return nil
 	}
 	return err
