@@ -126,6 +126,8 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	maxCtx := fs.Int("max-context", 3, fmt.Sprintf("k: calls a context reaches back (1..%d)", pattern.MaxContextLimit))
 	minSup := fs.Int("min-support", 3, "σ: least occurrences of a context, a tool after it, and a mapping")
 	minConf := fs.Float64("min-confidence", 0.05, "τ: least p of a pattern kept")
+	maxCands := fs.Int("max-candidates", 8, "list elements a list pattern predicts (1..64)")
+	horizon := fs.Int("horizon", 8, fmt.Sprintf("calls after a context within which a candidate counts as called soon (1..%d)", pattern.MaxHorizon))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -144,6 +146,12 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if *minConf <= 0 || *minConf > 1 {
 		return usageErr("--min-confidence must be in (0, 1]")
 	}
+	if *maxCands < 1 || *maxCands > 64 {
+		return usageErr("--max-candidates must be in 1..64")
+	}
+	if *horizon < 1 || *horizon > pattern.MaxHorizon {
+		return usageErr("--horizon must be in 1..%d", pattern.MaxHorizon)
+	}
 	start := time.Now()
 	sessions, stats, err := tf.load(e, fs.Args())
 	if err != nil {
@@ -152,7 +160,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if len(sessions) == 0 {
 		return errors.New("no sessions to mine (check the trace files and --part)")
 	}
-	opts := &pattern.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf}
+	opts := &pattern.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
 	if e.isTerminal {
 		opts.Progress = func(done, total int) {
 			fmt.Fprintf(e.stderr, "\rmining: %d/%d contexts", done, total)

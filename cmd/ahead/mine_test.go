@@ -174,6 +174,8 @@ func TestMineEvalErrors(t *testing.T) {
 		{[]string{"mine", tr}, 2, "-o pool.json is required"},
 		{[]string{"mine", "-o", pool}, 2, "no trace files"},
 		{[]string{"mine", "-o", pool, "--max-context", "9", tr}, 2, "--max-context"},
+		{[]string{"mine", "-o", pool, "--horizon", "0", tr}, 2, "--horizon"},
+		{[]string{"mine", "-o", pool, "--max-candidates", "65", tr}, 2, "--max-candidates"},
 		{[]string{"mine", "-o", pool, "--part", "dev", tr}, 2, "--part"},
 		{[]string{"mine", "-o", pool, "--part", "test", "--split-by", "task_id", tr}, 2, "--sessions"},
 		{[]string{"mine", "-o", pool, "--part", "test", "--sessions", meta, "--split-match", "(", tr}, 2, "--split-match"},
