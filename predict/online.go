@@ -445,25 +445,31 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 			} else {
 				hits, support = hits-float64(c.RepeatHits), support-float64(c.Repeats)
 			}
-			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, (hits+p0)/(support+1))
+			p := (hits + p0) / (support + 1)
+			// A call not made yet is also worth how often it was made
+			// soon, not only next (Prediction.P: the session's next
+			// calls include it).
+			if soon, ok := o.x.Soon(pi, 0); ok && !f.repeat {
+				p = max(p, float64(soon)/(float64(c.Support)+o.opts.Shrink))
+			}
+			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, p)
 			fired.fs = append(fired.fs, f)
 			return
 		}
 		prev := 1.0
 		for _, cd := range cands {
 			f.hashes[cd.Rank] = cd.Hash
+			// An element is worth running ahead if it is called soon,
+			// not only next: agents fetch lists in parallel calls or in
+			// turn. Its p is how often it was called within the horizon,
+			// later elements with a small pseudo-count falling with the
+			// rank (the traces may never have shown them), and never
+			// above the element before it, so the list keeps its order.
 			hits := float64(o.x.Hits(pi, cd.Rank))
+			if soon, ok := o.x.Soon(pi, cd.Rank); ok {
+				hits = max(hits, float64(soon))
+			}
 			if cd.Rank > 0 {
-				// A later element is worth running ahead if it is called
-				// soon, not only next: agents fetch lists in parallel
-				// calls or in turn. Its p is how often it was called
-				// within the horizon, with a small pseudo-count falling
-				// with the rank (the traces may never have shown it), and
-				// never above the element before it, so the list keeps
-				// its order.
-				if soon, ok := o.x.Soon(pi, cd.Rank); ok {
-					hits = max(hits, float64(soon))
-				}
 				hits += 1 / float64(cd.Rank+1)
 			}
 			p := min(hits/(float64(c.Support)+o.opts.Shrink), prev)
