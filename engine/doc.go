@@ -12,6 +12,10 @@
 //   - Never slower: authoritative calls go first through the scheduler, and
 //     speculation runs on slack inside a budget, preempted when a real call
 //     needs the slot.
+//   - Bounded cost: speculative executions per authoritative call average
+//     at most Options.Amplification; while the budget is scarce the least
+//     likely predictions are declined first (the probability a prediction
+//     needs rises with the scarcity).
 //
 // Fronts (the HTTP API, the MCP proxy, the replay benchmark, Go programs)
 // all call Engine.Call:
