@@ -82,11 +82,16 @@ func BenchmarkObserve(b *testing.B) {
 	ss, pool = nil, nil
 	runtime.GC()
 	lat := make([]time.Duration, 0, 1<<16)
+	// best[j] is event j's fastest Observe over the replays: the shared
+	// machine's stalls (tens of µs, a few % of any short measurement) do
+	// not repeat on the same event, so the p99 of the bests is the cost.
+	best := make([]time.Duration, len(events))
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		ev := events[i%len(events)]
-		if i%len(events) == 0 && i > 0 {
+		j := i % len(events)
+		ev := events[j]
+		if j == 0 && i > 0 {
 			for _, id := range ids {
 				o.Forget(id)
 			}
@@ -94,13 +99,23 @@ func BenchmarkObserve(b *testing.B) {
 		i++
 		start := time.Now()
 		o.Observe(ev)
-		lat = append(lat, time.Since(start))
+		d := time.Since(start)
+		lat = append(lat, d)
+		if best[j] == 0 || d < best[j] {
+			best[j] = d
+		}
 	}
 	slices.Sort(lat)
-	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
-	b.ReportMetric(q(0.5), "p50-µs")
-	b.ReportMetric(q(0.99), "p99-µs")
-	b.ReportMetric(q(1), "max-µs")
+	q := func(lat []time.Duration, f float64) float64 {
+		return float64(lat[int(f*float64(len(lat)-1))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(q(lat, 0.5), "p50-µs")
+	b.ReportMetric(q(lat, 0.99), "p99-µs")
+	b.ReportMetric(q(lat, 1), "max-µs")
+	if i >= 2*len(events) { // every event seen at least twice
+		slices.Sort(best)
+		b.ReportMetric(q(best, 0.99), "p99-best-µs")
+	}
 	b.ReportMetric(float64(poolBytes)/(1<<20), "pool-MiB")
 	b.ReportMetric(float64(o.Index().Len()), "patterns")
 	runtime.KeepAlive(o)
