@@ -17,6 +17,7 @@ type metrics struct {
 	latency       *prometheus.HistogramVec // source
 	saved         *prometheus.CounterVec   // tool
 	specStarted   *prometheus.CounterVec   // tool
+	declined      *prometheus.CounterVec   // tool
 	outcomes      *prometheus.CounterVec   // tool, outcome
 	wastedSeconds *prometheus.CounterVec   // tool
 	reg           prometheus.Registerer
@@ -41,6 +42,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		specStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ahead_speculative_started_total", Help: "Speculative executions started.",
 		}, []string{"tool"}),
+		declined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_speculative_declined_total", Help: "Predictions not run for want of amplification budget.",
+		}, []string{"tool"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ahead_speculative_outcomes_total",
 			Help: "Fates of speculative work: reused, promoted, expired, invalidated, evicted, preempted, dropped, failed, cancelled, warmed.",
@@ -51,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg: reg,
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.callErrors, m.latency, m.saved, m.specStarted, m.outcomes, m.wastedSeconds)
+		reg.MustRegister(m.calls, m.callErrors, m.latency, m.saved, m.specStarted, m.declined, m.outcomes, m.wastedSeconds)
 	}
 	return m
 }

@@ -78,7 +78,11 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 // computes its utility U = p·T/(c·d): d the tool's expected duration, T the
 // expected saving min(d, expected think time), c the slots it takes (1).
 func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Prediction) (candidate, bool) {
-	if p.P < e.minProbabilityLocked() || p.Tool == "" {
+	if p.P < e.opts.MinProbability || p.Tool == "" {
+		return candidate{}, false
+	}
+	if p.P < e.minProbabilityLocked() {
+		e.declineLocked(p.Tool)
 		return candidate{}, false
 	}
 	rule := pol.Lookup(p.Tool)
@@ -138,6 +142,13 @@ func (e *Engine) minProbabilityLocked() float64 {
 		return floor
 	}
 	return floor * math.Pow(0.5/floor, 1-2*max(fill, 0))
+}
+
+// declineLocked counts a prediction not run for want of amplification
+// budget.
+func (e *Engine) declineLocked(tool string) {
+	e.totals.Declined++
+	e.metrics.declined.WithLabelValues(tool).Inc()
 }
 
 // dryRunVariant returns the safe variant of a call: its arguments patched
@@ -215,7 +226,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		}
 	}
 	if e.opts.Amplification > 0 && e.tokens < 1 {
-		e.totals.Declined++
+		e.declineLocked(c.pred.Tool)
 		return
 	}
 	if !e.makeRoomLocked(s, c.rule.Shared, c.utility) {
