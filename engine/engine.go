@@ -392,7 +392,9 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		return Result{}, ErrClosed
 	}
 	s := e.sessionLocked(sessionID, arrive)
-	e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
+	if e.opts.Amplification > 0 {
+		e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
+	}
 	think := s.beginLocked(arrive)
 	seq, step := s.seq, s.step
 	s.seq++

@@ -51,8 +51,9 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 	}
 	var cands []candidate
 	byKey := make(map[callkey.Key]int, len(preds))
+	minP := e.minProbabilityLocked() // the budget's price, for this batch
 	for _, p := range preds {
-		c, ok := e.candidateLocked(s, pol, p)
+		c, ok := e.candidateLocked(s, pol, p, minP)
 		if !ok {
 			continue
 		}
@@ -77,11 +78,12 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 // candidateLocked checks a prediction against the policy and routing and
 // computes its utility U = p·T/(c·d): d the tool's expected duration, T the
 // expected saving min(d, expected think time), c the slots it takes (1).
-func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Prediction) (candidate, bool) {
+// minP is the probability the amplification budget asks for now.
+func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Prediction, minP float64) (candidate, bool) {
 	if p.P < e.opts.MinProbability || p.Tool == "" {
 		return candidate{}, false
 	}
-	if p.P < e.minProbabilityLocked() {
+	if p.P < minP {
 		e.declineLocked(p.Tool)
 		return candidate{}, false
 	}
@@ -225,14 +227,17 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 			return
 		}
 	}
-	if e.opts.Amplification > 0 && e.tokens < 1 {
+	capped := e.opts.Amplification > 0
+	if capped && e.tokens < 1 {
 		e.declineLocked(c.pred.Tool)
 		return
 	}
 	if !e.makeRoomLocked(s, c.rule.Shared, c.utility) {
 		return
 	}
-	e.tokens-- // (unused without a cap)
+	if capped {
+		e.tokens--
+	}
 	en := &entry{
 		key:     c.key,
 		rule:    c.rule,

@@ -156,8 +156,10 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 	e.totals.Outcomes[why]++
 	e.metrics.specOutcome(en.key.Tool, why)
 	if !en.ran {
-		// Never started: the amplification budget gets it back.
-		e.tokens = min(e.tokens+1, e.opts.AmplificationBurst)
+		if e.opts.Amplification > 0 {
+			// Never started: the amplification budget gets it back.
+			e.tokens = min(e.tokens+1, e.opts.AmplificationBurst)
+		}
 		return
 	}
 	ran := en.finished.Sub(en.started)
