@@ -80,8 +80,8 @@ type entry struct {
 	expires  time.Time
 	size     int64
 
-	origin  string // the session that predicted it
-	seq     int    // the position in origin it was predicted for
+	from    string // the session that predicted it
+	seq     int    // the position in from it was predicted for
 	reuses  int    // times a shared result was read
 	ran     bool   // Run started
 	removed bool   // out of its table

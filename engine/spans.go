@@ -58,7 +58,7 @@ func (e *Engine) startSpecSpan(ctx context.Context, en *entry) (context.Context,
 		oteltrace.WithSpanKind(oteltrace.SpanKindInternal),
 		oteltrace.WithAttributes(
 			attrTool.String(en.req.Tool),
-			attrSession.String(en.origin),
+			attrSession.String(en.from),
 			attrSeq.Int(en.seq),
 			attribute.Float64(string(attrP), en.p),
 			attribute.Float64(string(attrUtility), en.utility),

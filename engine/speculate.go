@@ -246,7 +246,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		utility: c.utility,
 		backend: c.backend,
 		req:     c.req,
-		origin:  s.id,
+		from:    s.id,
 		seq:     seq,
 	}
 	if c.rule.Reads != "" {

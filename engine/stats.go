@@ -180,7 +180,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		st = trace.StatusError
 	}
 	e.pending = append(e.pending, trace.Event{
-		Session:     en.origin,
+		Session:     en.from,
 		Seq:         en.seq,
 		Tool:        en.req.Tool,
 		Args:        en.req.Args,
