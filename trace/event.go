@@ -18,14 +18,37 @@ const (
 	StatusError Status = "error"
 )
 
-// Event is one finished tool call, authoritative or speculative.
+// Kinds of trace lines. A call line has no kind (Kind ""); other kinds are
+// lines that mining, evaluation and replay skip unless they ask for them.
+const (
+	// KindMessage is a message of the conversation: Role and Content are
+	// set, Seq is the number of calls before it in its session and Step,
+	// on an assistant message, the step of the calls its turn issued.
+	KindMessage = "message"
+)
+
+// Roles of messages.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Event is one line of a trace: a finished tool call, authoritative or
+// speculative (Kind ""), or a message of the conversation (Kind
+// KindMessage). Lines of kinds a reader does not know are kept with their
+// Kind, so that tools can pass them on.
 type Event struct {
+	Kind    string          `json:"kind,omitempty"`
 	Session string          `json:"session"`
 	Seq     int             `json:"seq"`
 	Step    int             `json:"step"`
 	Tool    string          `json:"tool"`
 	Args    json.RawMessage `json:"args"`
 	Status  Status          `json:"status"`
+	// Role and Content are a message's (Kind KindMessage).
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content,omitempty"`
 	// Output is the tool's result as returned (often a JSON document inside
 	// a string, sometimes plain text). A null output reads as "".
 	Output    string `json:"output"`
@@ -46,3 +69,10 @@ type Event struct {
 	Outcome     string `json:"outcome,omitempty"`
 	Source      string `json:"source,omitempty"`
 }
+
+// IsCall reports whether ev is a tool call line (authoritative or
+// speculative), not a message or a line of another kind.
+func (ev *Event) IsCall() bool { return ev.Kind == "" }
+
+// IsMessage reports whether ev is a message of the conversation.
+func (ev *Event) IsMessage() bool { return ev.Kind == KindMessage }

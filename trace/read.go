@@ -240,6 +240,9 @@ func readLine(r *bufio.Reader, buf []byte) ([]byte, error) {
 
 // rawEvent mirrors Event with the fields whose JSON shape we check by hand.
 type rawEvent struct {
+	Kind      string          `json:"kind"`
+	Role      *string         `json:"role"`
+	Content   *string         `json:"content"`
 	Session   *string         `json:"session"`
 	Seq       *int            `json:"seq"`
 	Step      int             `json:"step"`
@@ -271,6 +274,22 @@ func fieldErr(field, format string, args ...any) *parseError {
 	return &parseError{field: field, err: fmt.Errorf(format, args...)}
 }
 
+// parseMessage checks and returns a message line.
+func parseMessage(raw *rawEvent) (Event, *parseError) {
+	switch {
+	case raw.Role == nil:
+		return Event{}, fieldErr("role", "missing")
+	case *raw.Role != RoleSystem && *raw.Role != RoleUser && *raw.Role != RoleAssistant:
+		return Event{}, fieldErr("role", "want \"system\", \"user\" or \"assistant\", got %q", *raw.Role)
+	case raw.Content == nil:
+		return Event{}, fieldErr("content", "missing")
+	}
+	return Event{
+		Kind: KindMessage, Session: *raw.Session, Seq: *raw.Seq, Step: raw.Step,
+		Role: *raw.Role, Content: *raw.Content, TS: raw.TS,
+	}, nil
+}
+
 // parseLine decodes one line. Unknown fields are ignored.
 func parseLine(line []byte) (Event, *parseError) {
 	var raw rawEvent
@@ -287,6 +306,12 @@ func parseLine(line []byte) (Event, *parseError) {
 		return Event{}, fieldErr("seq", "missing")
 	case *raw.Seq < 0:
 		return Event{}, fieldErr("seq", "negative (%d)", *raw.Seq)
+	case raw.Kind == KindMessage:
+		return parseMessage(&raw)
+	case raw.Kind != "":
+		// A kind this reader does not know: kept, for tools that pass
+		// lines on; consumers skip it (Event.IsCall is false).
+		return Event{Kind: raw.Kind, Session: *raw.Session, Seq: *raw.Seq, Step: raw.Step, TS: raw.TS}, nil
 	case raw.Tool == nil || *raw.Tool == "":
 		return Event{}, fieldErr("tool", "missing or empty")
 	case raw.Status == nil:

@@ -274,3 +274,51 @@ func FuzzRead(f *testing.F) {
 }
 
 func gzHeaderless() string { return "\x1f\x8bnot really gzip" }
+
+func TestMessageLines(t *testing.T) {
+	in := `{"session":"s","kind":"message","role":"system","content":"be kind","seq":0}
+{"session":"s","kind":"message","role":"user","content":"my id is u_1","seq":0,"ts":"2026-01-01T00:00:00Z"}
+{"session":"s","seq":0,"step":1,"tool":"get","args":{"id":"u_1"},"status":"ok","output":"x"}
+{"session":"s","kind":"message","role":"assistant","content":"found you","seq":1,"step":1}
+{"session":"s","kind":"stream_call","seq":1,"tool":"put"}
+`
+	sessions, err := Collect(NewReader(nil).Read("conv.jsonl", strings.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 1 || len(sessions[0].Events) != 1 || len(sessions[0].Messages) != 3 {
+		t.Fatalf("got %+v, want 1 session with 1 call and 3 messages", sessions)
+	}
+	m := sessions[0].Messages
+	if m[0].Role != RoleSystem || m[1].Content != "my id is u_1" || m[2].Step != 1 || m[2].Seq != 1 {
+		t.Errorf("messages = %+v", m)
+	}
+	var buf bytes.Buffer
+	for _, ev := range m {
+		if err := EncodeLine(&buf, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{"kind":"message","session":"s","seq":0,"role":"system","content":"be kind"}
+{"kind":"message","session":"s","seq":0,"role":"user","content":"my id is u_1","ts":"2026-01-01T00:00:00Z"}
+{"kind":"message","session":"s","seq":1,"step":1,"role":"assistant","content":"found you"}
+`
+	if buf.String() != want {
+		t.Errorf("encoded:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
+func TestMessageLineErrors(t *testing.T) {
+	for _, tc := range []struct{ line, field string }{
+		{`{"session":"s","kind":"message","seq":0,"content":"x"}`, "role"},
+		{`{"session":"s","kind":"message","seq":0,"role":"tool","content":"x"}`, "role"},
+		{`{"session":"s","kind":"message","seq":0,"role":"user"}`, "content"},
+		{`{"session":"s","kind":"message","role":"user","content":"x"}`, "seq"},
+	} {
+		_, err := Collect(NewReader(nil).Read("m.jsonl", strings.NewReader(tc.line+"\n")))
+		le, ok := errors.AsType[*LineError](err)
+		if !ok || le.Field != tc.field || le.Line != 1 {
+			t.Errorf("%s: err = %v, want a line error on field %s", tc.line, err, tc.field)
+		}
+	}
+}

@@ -14,13 +14,18 @@ import (
 	"strconv"
 )
 
-// Session is one session's events in seq order.
+// Session is one session's calls in seq order and, when the trace has
+// them, its messages.
 type Session struct {
 	ID     string
 	Events []Event
+	// Messages are the session's message lines in the order they were
+	// written; each one's Seq is the number of calls before it.
+	Messages []Event
 }
 
-// Collect groups a stream of events into sessions, in order of first
+// Collect groups a stream of events into sessions (calls in Events,
+// messages in Messages, lines of other kinds dropped), in order of first
 // appearance; each session's events are sorted by Seq (stably, so repeated
 // seqs keep their file order). Events of a session may be interleaved with
 // others', as a Writer serving concurrent sessions writes them. It stops at
@@ -38,10 +43,17 @@ func Collect(events iter.Seq2[Event, error]) ([]Session, error) {
 			index[ev.Session] = i
 			out = append(out, Session{ID: ev.Session})
 		}
-		out[i].Events = append(out[i].Events, ev)
+		switch {
+		case ev.IsCall():
+			out[i].Events = append(out[i].Events, ev)
+		case ev.IsMessage():
+			out[i].Messages = append(out[i].Messages, ev)
+		}
 	}
 	for i := range out {
-		slices.SortStableFunc(out[i].Events, func(a, b Event) int { return a.Seq - b.Seq })
+		bySeq := func(a, b Event) int { return a.Seq - b.Seq }
+		slices.SortStableFunc(out[i].Events, bySeq)
+		slices.SortStableFunc(out[i].Messages, bySeq)
 	}
 	return out, nil
 }

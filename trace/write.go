@@ -146,8 +146,24 @@ func (w *Writer) Close() error {
 func EncodeLine(w io.Writer, ev Event) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
+	var v any = ev
+	if ev.IsMessage() {
+		v = messageLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Role: ev.Role, Content: ev.Content, TS: ev.TS}
+	}
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("encoding event %s/%d: %w", ev.Session, ev.Seq, err)
 	}
 	return nil
+}
+
+// messageLine is the shape of a message line (../shared/traces/README.md):
+// a call's fields would only mislead a reader.
+type messageLine struct {
+	Kind    string `json:"kind"`
+	Session string `json:"session"`
+	Seq     int    `json:"seq"`
+	Step    int    `json:"step,omitempty"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	TS      string `json:"ts,omitempty"`
 }
