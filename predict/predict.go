@@ -22,6 +22,38 @@ type Prediction struct {
 	Args json.RawMessage `json:"args,omitempty"`
 	// P is the probability that the session's next calls include this one.
 	P float64 `json:"p"`
+	// Origin says where the prediction came from; "" reads as
+	// OriginPattern.
+	Origin Origin `json:"origin,omitempty"`
+}
+
+// Origin is where a prediction came from. Every origin reaches the engine
+// the same way (a predictor's answer or Engine.Offer); the engine merges
+// predictions of one call key and counts what became of them per origin.
+type Origin string
+
+const (
+	// OriginPattern: a mined pattern matched the session's recent calls.
+	OriginPattern Origin = "pattern"
+	// OriginMessage: the conversation (what the user or the model said)
+	// named the call's tool or arguments.
+	OriginMessage Origin = "message"
+	// OriginStream: the call was complete in the model's stream before
+	// its turn ended.
+	OriginStream Origin = "stream"
+	// OriginSpeculator: a fast model guessed the call.
+	OriginSpeculator Origin = "speculator"
+)
+
+// Origins lists the known origins in a stable order, for reports.
+var Origins = []Origin{OriginPattern, OriginMessage, OriginStream, OriginSpeculator}
+
+// Or returns o, or OriginPattern when o is empty.
+func (o Origin) Or() Origin {
+	if o == "" {
+		return OriginPattern
+	}
+	return o
 }
 
 // Func adapts a function to the engine's predictor interface: Observe calls
