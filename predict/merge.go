@@ -1,0 +1,134 @@
+package predict
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// Merge joins lists of predictions from several origins into one ranked
+// list: predictions of the same call (equal call keys; tool-only ones by
+// tool) become one, with the larger P and that one's origin; the result is
+// best first, ties in input order. Predictions whose arguments are not a
+// canonicalisable JSON object are dropped. This is how ahead eval ranks
+// what several origins said; the engine merges the same way when it
+// speculates.
+func Merge(lists ...[]Prediction) []Prediction {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]Prediction, 0, n)
+	at := make(map[callkey.Key]int, n)
+	for _, l := range lists {
+		for _, p := range l {
+			k := callkey.Key{Tool: p.Tool}
+			if p.Args != nil {
+				var err error
+				if k, err = callkey.Make(p.Tool, p.Args); err != nil {
+					continue
+				}
+			}
+			if i, ok := at[k]; ok {
+				if p.P > out[i].P {
+					out[i].P, out[i].Origin = p.P, p.Origin
+				}
+				continue
+			}
+			at[k] = len(out)
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Prediction) int { return cmp.Compare(b.P, a.P) })
+	return out
+}
+
+// Hearer is a predictor that also listens to the conversation: Hear is
+// given each message of a session (trace.KindMessage events) as it becomes
+// known and returns the predictions it now makes for the session's next
+// calls.
+type Hearer interface {
+	Hear(msg trace.Event) []Prediction
+}
+
+// Part is one predictor joined by Join: it observes every call result and
+// may also implement Hearer and Start(session) []Prediction.
+type Part interface {
+	Observe(ev trace.Event) []Prediction
+	Forget(session string)
+}
+
+type starter interface {
+	Start(session string) []Prediction
+}
+
+// Joined asks several predictors and merges their answers (Merge). It
+// forwards Hear and Start to the parts that implement them. It is safe for
+// concurrent use if its parts are.
+type Joined struct {
+	parts []Part
+}
+
+// Join returns a predictor that asks every non-nil part.
+func Join(parts ...Part) *Joined {
+	j := &Joined{}
+	for _, p := range parts {
+		if p != nil {
+			j.parts = append(j.parts, p)
+		}
+	}
+	return j
+}
+
+// Observe asks every part.
+func (j *Joined) Observe(ev trace.Event) []Prediction {
+	return j.ask(func(p Part) []Prediction { return p.Observe(ev) })
+}
+
+// Hear asks the parts that listen to the conversation.
+func (j *Joined) Hear(msg trace.Event) []Prediction {
+	return j.ask(func(p Part) []Prediction {
+		if h, ok := p.(Hearer); ok {
+			return h.Hear(msg)
+		}
+		return nil
+	})
+}
+
+// Start asks the parts that predict a session's first call.
+func (j *Joined) Start(session string) []Prediction {
+	return j.ask(func(p Part) []Prediction {
+		if s, ok := p.(starter); ok {
+			return s.Start(session)
+		}
+		return nil
+	})
+}
+
+// Forget tells every part.
+func (j *Joined) Forget(session string) {
+	for _, p := range j.parts {
+		p.Forget(session)
+	}
+}
+
+func (j *Joined) ask(f func(Part) []Prediction) []Prediction {
+	if len(j.parts) == 1 {
+		return f(j.parts[0])
+	}
+	lists := make([][]Prediction, 0, len(j.parts))
+	for _, p := range j.parts {
+		if l := f(p); len(l) > 0 {
+			lists = append(lists, l)
+		}
+	}
+	switch len(lists) {
+	case 0:
+		return nil
+	case 1:
+		return lists[0]
+	}
+	return Merge(lists...)
+}
