@@ -160,6 +160,9 @@ type Options struct {
 	// entries and 256 MiB.
 	MaxEntries int
 	MaxBytes   int64
+	// MaxMessageBytes bounds the text of a session's conversation window
+	// (Message, Conversation); 0 means 64 KiB.
+	MaxMessageBytes int64
 	// SweepInterval is how often expired results and idle sessions are
 	// dropped; 0 means 1 s.
 	SweepInterval time.Duration
@@ -203,6 +206,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 256 << 20
 	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 64 << 10
+	}
 	return o
 }
 
@@ -222,6 +228,7 @@ type Engine struct {
 	sessions map[string]*session
 	shared   map[callkey.Key]*entry // results of shared tools, any session
 	tools    map[string]*toolStats
+	origins  map[predict.Origin]*OriginStats
 	count    int   // speculative entries, all sessions and shared
 	bytes    int64 // their size
 	totals   Totals
@@ -244,6 +251,7 @@ func New(opts Options) *Engine {
 		sessions: make(map[string]*session),
 		shared:   make(map[callkey.Key]*entry),
 		tools:    make(map[string]*toolStats),
+		origins:  make(map[predict.Origin]*OriginStats),
 		metrics:  newMetrics(opts.Registerer),
 		stop:     make(chan struct{}),
 		tokens:   opts.AmplificationBurst,

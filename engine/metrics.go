@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/sched"
 )
 
@@ -20,6 +21,7 @@ type metrics struct {
 	declined      *prometheus.CounterVec   // tool
 	outcomes      *prometheus.CounterVec   // tool, outcome
 	wastedSeconds *prometheus.CounterVec   // tool
+	byOrigin      *prometheus.CounterVec   // origin, outcome
 	reg           prometheus.Registerer
 }
 
@@ -52,10 +54,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		wastedSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ahead_wasted_seconds_total", Help: "Time spent on speculative executions nobody claimed.",
 		}, []string{"tool"}),
+		byOrigin: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ahead_speculative_origin_outcomes_total",
+			Help: "Fates of speculative work by the origin of its prediction (pattern, message, stream, speculator); work several origins predicted counts for each.",
+		}, []string{"origin", "outcome"}),
 		reg: reg,
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.callErrors, m.latency, m.saved, m.specStarted, m.declined, m.outcomes, m.wastedSeconds)
+		reg.MustRegister(m.calls, m.callErrors, m.latency, m.saved, m.specStarted, m.declined, m.outcomes, m.wastedSeconds, m.byOrigin)
 	}
 	return m
 }
@@ -84,6 +90,10 @@ func (m *metrics) observeCall(tool string, src Source, d, saved time.Duration, e
 
 func (m *metrics) specOutcome(tool string, o Outcome) {
 	m.outcomes.WithLabelValues(tool, string(o)).Inc()
+}
+
+func (m *metrics) originOutcome(os origins, o Outcome) {
+	os.each(func(or predict.Origin) { m.byOrigin.WithLabelValues(string(or), string(o)).Inc() })
 }
 
 type loadCollector struct {

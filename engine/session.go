@@ -8,6 +8,7 @@ import (
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/trace"
 )
 
 // Outcome is the fate of a speculative entry.
@@ -37,8 +38,10 @@ type session struct {
 	running    map[callkey.Key]int  // authoritative calls in flight, by key
 	warmed     map[string]time.Time // tool → last warm-up
 	bytes      int64
-	gone       bool // dropped; late completions must not re-add state
-	begun      bool // Begin was called
+	msgs       []trace.Event // the window of recent conversation (Message)
+	msgBytes   int64         // content bytes in msgs
+	gone       bool          // dropped; late completions must not re-add state
+	begun      bool          // Begin was called
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think
@@ -66,6 +69,7 @@ type entry struct {
 	resource string // canonical value of the rule's Reads argument
 	hasRes   bool
 	p        float64
+	origins  origins // what predicted it
 	utility  float64
 	job      *sched.Job
 	backend  string

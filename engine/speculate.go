@@ -28,6 +28,7 @@ type candidate struct {
 	req     backend.Request
 	utility float64
 	warmup  bool
+	origins origins
 }
 
 // speculate filters predictions through the policy, deduplicates them,
@@ -58,8 +59,11 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
 			continue
 		}
 		if i, dup := byKey[c.key]; dup {
+			c.origins |= cands[i].origins
 			if c.utility > cands[i].utility {
 				cands[i] = c
+			} else {
+				cands[i].origins = c.origins
 			}
 			continue
 		}
@@ -101,7 +105,7 @@ func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Predi
 	think := ts.think.value(e.opts.DefaultThink)
 	d = max(d, time.Millisecond)
 	u := p.P * float64(min(d, think)) / float64(d)
-	c := candidate{pred: p, rule: rule, level: level, backend: bname, b: b, utility: u}
+	c := candidate{pred: p, rule: rule, level: level, backend: bname, b: b, utility: u, origins: originBit(p.Origin)}
 	if level == policy.LevelDryRun && !rule.DryRun.Declared(p.Tool) {
 		level = policy.LevelWarmup // no safe variant: never run the call itself
 	}
@@ -215,6 +219,7 @@ func arbitrate(pol *policy.Policy, cands []candidate) []candidate {
 // making room by evicting lower-utility work if the memory limits demand it.
 func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 	if old := s.entries[c.key]; old != nil {
+		e.joinLocked(old, c)
 		return
 	}
 	if s.running[c.key] > 0 {
@@ -224,6 +229,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 	}
 	if c.rule.Shared {
 		if sh := e.shared[c.key]; sh != nil && (!sh.done || sh.reusableLocked(now)) {
+			e.joinLocked(sh, c)
 			return
 		}
 	}
@@ -243,6 +249,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		rule:    c.rule,
 		level:   c.level,
 		p:       c.pred.P,
+		origins: c.origins,
 		utility: c.utility,
 		backend: c.backend,
 		req:     c.req,
@@ -262,6 +269,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		s.entries[c.key] = en
 	}
 	e.count++
+	c.origins.each(func(o predict.Origin) { e.originLocked(o).Offered++ })
 	b := c.b
 	en.job = e.sched.Submit(sched.Spec{
 		Backend:        c.backend,
@@ -270,6 +278,23 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		NotCancellable: !c.rule.IsCancellable(),
 		Run:            func(ctx context.Context) { e.runSpec(ctx, en, b) },
 	})
+}
+
+// joinLocked merges a candidate into the entry that already runs its call:
+// the entry keeps the better probability and utility (its eviction rank),
+// and every origin that predicted it is credited with its outcome.
+func (e *Engine) joinLocked(en *entry, c candidate) {
+	if en.removed {
+		return
+	}
+	c.origins.each(func(o predict.Origin) {
+		if en.origins&originBit(o) == 0 {
+			e.originLocked(o).Offered++
+		}
+	})
+	en.origins |= c.origins
+	en.p = max(en.p, c.pred.P)
+	en.utility = max(en.utility, c.utility)
 }
 
 func (e *Engine) startDeadlineLocked(tool string) time.Duration {
@@ -320,6 +345,7 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	en.started = time.Now()
 	e.totals.SpecStarted++
 	e.toolLocked(en.key.Tool).specStarted++
+	en.origins.each(func(o predict.Origin) { e.originLocked(o).Started++ })
 	e.mu.Unlock()
 	e.metrics.specStarted.WithLabelValues(en.key.Tool).Inc()
 

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -105,6 +106,9 @@ type ToolStats struct {
 type Stats struct {
 	Totals
 	Tools map[string]ToolStats
+	// Origins splits what speculation did by where its predictions came
+	// from (an execution several origins predicted counts for each).
+	Origins map[predict.Origin]OriginStats
 	// Sessions, Entries and Bytes are the live sessions and speculative
 	// entries and the bytes those hold.
 	Sessions, Entries int
@@ -123,6 +127,10 @@ func (e *Engine) Stats() Stats {
 		Bytes:    e.bytes,
 	}
 	st.Outcomes = maps.Clone(e.totals.Outcomes)
+	st.Origins = make(map[predict.Origin]OriginStats, len(e.origins))
+	for o, os := range e.origins {
+		st.Origins[o] = *os
+	}
 	for name, ts := range e.tools {
 		st.Tools[name] = ToolStats{
 			Calls: ts.calls, Executed: ts.executed, Reused: ts.reused, Promoted: ts.promoted,
@@ -155,6 +163,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 	}
 	e.totals.Outcomes[why]++
 	e.metrics.specOutcome(en.key.Tool, why)
+	e.metrics.originOutcome(en.origins, why)
 	if !en.ran {
 		if e.opts.Amplification > 0 {
 			// Never started: the amplification budget gets it back.
@@ -164,6 +173,21 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 	}
 	ran := en.finished.Sub(en.started)
 	ts := e.toolLocked(en.key.Tool)
+	en.origins.each(func(o predict.Origin) {
+		os := e.originLocked(o)
+		switch why {
+		case OutcomeReused:
+			os.Reused++
+			os.Saved += ran
+		case OutcomePromoted:
+			os.Promoted++
+			os.Saved += ran
+		case OutcomeWarmed:
+		default:
+			os.Wasted++
+			os.WastedTime += ran
+		}
+	})
 	switch why {
 	case OutcomeReused, OutcomePromoted, OutcomeWarmed:
 	default:
@@ -191,6 +215,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		DurationMS:  millis(ran),
 		Speculative: true,
 		Outcome:     string(why),
+		Origin:      en.origins.String(),
 	})
 }
 

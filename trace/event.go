@@ -67,7 +67,11 @@ type Event struct {
 	// promoted). These fields are ahead's own; other recorders omit them.
 	Speculative bool   `json:"speculative,omitempty"`
 	Outcome     string `json:"outcome,omitempty"`
-	Source      string `json:"source,omitempty"`
+	// Origin, on a speculative execution, says what predicted it
+	// ("pattern", "message", "stream", "speculator"; comma-separated when
+	// several did).
+	Origin string `json:"origin,omitempty"`
+	Source string `json:"source,omitempty"`
 }
 
 // IsCall reports whether ev is a tool call line (authoritative or

@@ -260,6 +260,7 @@ type rawEvent struct {
 
 	Speculative bool   `json:"speculative"`
 	Outcome     string `json:"outcome"`
+	Origin      string `json:"origin"`
 	Source      string `json:"source"`
 }
 
@@ -331,7 +332,7 @@ func parseLine(line []byte) (Event, *parseError) {
 		Args: json.RawMessage(args), Status: Status(*raw.Status),
 		Requestor: raw.Requestor, CallID: raw.CallID, TS: raw.TS, ResultTS: raw.ResultTS,
 		DurationMS: raw.DurationMS, LLMMS: raw.LLMMS,
-		Speculative: raw.Speculative, Outcome: raw.Outcome, Source: raw.Source,
+		Speculative: raw.Speculative, Outcome: raw.Outcome, Source: raw.Source, Origin: raw.Origin,
 	}
 	out := bytes.TrimSpace(raw.Output)
 	switch {

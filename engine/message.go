@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// ErrInvalidMessage is wrapped by Message for a message it refuses: an
+// unknown role or no content.
+var ErrInvalidMessage = errors.New("engine: invalid message")
+
+// Message hands the engine a message of a session's conversation as soon
+// as it is known: a system prompt or a user message when it is sent, the
+// model's own text when its turn ends (never earlier: a turn's text must
+// not predict that turn's calls). role is "system", "user" or "assistant";
+// content is the text. The message is recorded, kept in the session's
+// window of recent conversation (Conversation), and given to the predictor
+// if it listens (predict.Hearer), whose predictions are speculated on at
+// once. Tool results are not messages: they reach the engine as calls.
+func (e *Engine) Message(ctx context.Context, sessionID, role, content string) error {
+	switch role {
+	case trace.RoleSystem, trace.RoleUser, trace.RoleAssistant:
+	default:
+		return fmt.Errorf("%w: role %q: want system, user or assistant", ErrInvalidMessage, role)
+	}
+	if content == "" {
+		return fmt.Errorf("%w: no content", ErrInvalidMessage)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	s := e.sessionLocked(sessionID, now)
+	s.lastActive = now
+	ev := trace.Event{
+		Kind: trace.KindMessage, Session: sessionID, Seq: s.seq,
+		Role: role, Content: content, TS: now.UTC().Format(time.RFC3339Nano),
+	}
+	s.hearLocked(ev, e.opts.MaxMessageBytes)
+	seq := s.seq
+	e.mu.Unlock()
+
+	if e.opts.Recorder != nil {
+		if err := e.opts.Recorder.Record(ev); err != nil {
+			e.opts.Logger.Warn("recording message", "session", sessionID, "role", role, "err", err)
+		}
+	}
+	h, ok := e.opts.Predictor.(predict.Hearer)
+	if !ok || e.policy.Load() == nil {
+		return nil
+	}
+	e.speculate(s, seq, h.Hear(ev))
+	return nil
+}
+
+// Offer hands the engine predictions of a session's next calls from an
+// origin that speaks on its own time: a call complete in a model's stream,
+// a fast model's guesses. They go through the same policy, merge, budget
+// and scheduler as the predictor's, merged by call key with what is
+// already speculated (the better probability wins; every origin is
+// credited). Offer never blocks on tool work.
+func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
+	if len(preds) == 0 || e.policy.Load() == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	s := e.sessionLocked(sessionID, time.Now())
+	seq := s.seq
+	e.mu.Unlock()
+	e.speculate(s, seq, preds)
+}
+
+// Conversation returns a copy of the session's window of recent messages,
+// oldest first: the first system prompt, the latest user message, and as
+// much recent text as MaxMessageBytes holds (the middle goes first).
+func (e *Engine) Conversation(sessionID string) []trace.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sessions[sessionID]
+	if !ok {
+		return nil
+	}
+	return append([]trace.Event(nil), s.msgs...)
+}
+
+// hearLocked adds a message to the session's window and trims the window to
+// max bytes of content: the oldest messages go first, except the first
+// system prompt and the latest user message, which stay while they fit.
+func (s *session) hearLocked(ev trace.Event, max int64) {
+	s.msgs = append(s.msgs, ev)
+	s.msgBytes += int64(len(ev.Content))
+	for s.msgBytes > max && len(s.msgs) > 1 {
+		keep := func(i int) bool {
+			m := s.msgs[i]
+			return (i == 0 && m.Role == trace.RoleSystem) || (m.Role == trace.RoleUser && s.lastUser() == i)
+		}
+		drop := -1
+		for i := range s.msgs {
+			if !keep(i) {
+				drop = i
+				break
+			}
+		}
+		if drop < 0 {
+			drop = 0 // only kept messages left: the oldest goes
+		}
+		s.msgBytes -= int64(len(s.msgs[drop].Content))
+		s.msgs = append(s.msgs[:drop], s.msgs[drop+1:]...)
+	}
+	if s.msgBytes > max && len(s.msgs) == 1 {
+		// One message larger than the window: keep its tail, the most
+		// recent text.
+		m := &s.msgs[0]
+		cut := int64(len(m.Content)) - max
+		for cut < int64(len(m.Content)) && !utf8.RuneStart(m.Content[cut]) {
+			cut++
+		}
+		m.Content = m.Content[cut:]
+		s.msgBytes = int64(len(m.Content))
+	}
+}
+
+func (s *session) lastUser() int {
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if s.msgs[i].Role == trace.RoleUser {
+			return i
+		}
+	}
+	return -1
+}

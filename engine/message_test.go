@@ -1,0 +1,145 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// listener predicts read{"path": X} when a user says "open X", and the
+// pattern guess read{"path":"a"} after list.
+type listener struct{ predict.Func }
+
+func (listener) Hear(msg trace.Event) []predict.Prediction {
+	if path, ok := strings.CutPrefix(msg.Content, "open "); ok && msg.Role == trace.RoleUser {
+		args, _ := json.Marshal(map[string]string{"path": path})
+		return []predict.Prediction{{Tool: "read", Args: args, P: 0.8, Origin: predict.OriginMessage}}
+	}
+	return nil
+}
+
+func TestMessageSpeculatesTheFirstCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		rec := &memRecorder{}
+		eng := engine.New(engine.Options{
+			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
+			Policy:    readsPolicy(),
+			Predictor: listener{next},
+			Recorder:  rec,
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		if err := eng.Message(ctx, "s1", "user", "open b.txt"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // the model thinks
+		res, err := eng.Call(ctx, "s1", "read", json.RawMessage(`{"path":"b.txt"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Source != engine.Reused {
+			t.Errorf("first call served by %s, want reused", res.Source)
+		}
+		st := eng.Stats()
+		if got := st.Origins[predict.OriginMessage]; got.Reused != 1 || got.Started != 1 {
+			t.Errorf("message origin stats = %+v, want 1 started, 1 reused", got)
+		}
+		if _, ok := st.Origins[predict.OriginPattern]; ok {
+			t.Errorf("pattern origin counted %+v, want nothing", st.Origins[predict.OriginPattern])
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var kinds []string
+		for _, ev := range rec.evs {
+			kinds = append(kinds, ev.Kind+":"+ev.Role+ev.Tool+ev.Origin)
+		}
+		want := "message:user|:readmessage|:read" // the message, the speculative run, the call
+		if got := strings.Join(kinds, "|"); got != want {
+			t.Errorf("recorded %s, want %s", got, want)
+		}
+	})
+}
+
+func TestOfferMergesOrigins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		eng := engine.New(engine.Options{
+			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
+			Policy:    readsPolicy(),
+			Predictor: next,
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		if _, err := eng.Call(ctx, "s1", "list", json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		// The model's stream shows the same call the pattern predicted,
+		// arguments written differently: one execution, both credited.
+		eng.Offer("s1", []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{ "path" : "a" }`), P: 1, Origin: predict.OriginStream}})
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := eng.Call(ctx, "s1", "read", json.RawMessage(`{"path":"a"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if n := runs[`read{"path":"a"}`]; n != 1 {
+			t.Errorf("read ran %d times, want 1", n)
+		}
+		st := eng.Stats()
+		for _, o := range []predict.Origin{predict.OriginPattern, predict.OriginStream} {
+			if got := st.Origins[o]; got.Offered != 1 || got.Reused != 1 || got.Saved != time.Second {
+				t.Errorf("%s origin stats = %+v, want 1 offered, 1 reused, 1s saved", o, got)
+			}
+		}
+	})
+}
+
+func TestMessageErrors(t *testing.T) {
+	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}}})
+	defer eng.Close()
+	for _, tc := range []struct{ role, content string }{{"tool", "x"}, {"", "x"}, {"user", ""}} {
+		if err := eng.Message(t.Context(), "s", tc.role, tc.content); !errors.Is(err, engine.ErrInvalidMessage) {
+			t.Errorf("Message(%q, %q) = %v, want ErrInvalidMessage", tc.role, tc.content, err)
+		}
+	}
+}
+
+func TestConversationWindow(t *testing.T) {
+	eng := engine.New(engine.Options{
+		Backends:        map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}},
+		MaxMessageBytes: 100,
+	})
+	defer eng.Close()
+	say := func(role, content string) {
+		if err := eng.Message(t.Context(), "s", role, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	say("system", strings.Repeat("s", 30))
+	say("user", strings.Repeat("u", 30))
+	say("assistant", strings.Repeat("a", 30))
+	say("user", strings.Repeat("v", 30))
+	say("assistant", strings.Repeat("b", 20))
+	var got []string
+	total := 0
+	for _, m := range eng.Conversation("s") {
+		got = append(got, m.Role+":"+m.Content[:1])
+		total += len(m.Content)
+	}
+	// The middle went first: the system prompt and the latest user
+	// message stay.
+	if want := "system:s user:v assistant:b"; strings.Join(got, " ") != want || total > 100 {
+		t.Errorf("window = %v (%d bytes), want %s within 100 bytes", got, total, want)
+	}
+	say("user", strings.Repeat("é", 80)) // 160 bytes: one message larger than the window
+	w := eng.Conversation("s")
+	if len(w) != 1 || len(w[0].Content) > 100 || !strings.HasPrefix(w[0].Content, "é") {
+		t.Errorf("oversized message kept as %d messages, first %q...", len(w), w[0].Content[:4])
+	}
+}
