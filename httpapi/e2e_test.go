@@ -256,3 +256,72 @@ func TestBeginSession(t *testing.T) {
 		t.Errorf("search ran %d times, want once", n)
 	}
 }
+
+// searchWhatIsSaid hears "search X" and predicts search{"q": X}.
+type searchWhatIsSaid struct{ predict.Func }
+
+func (searchWhatIsSaid) Hear(msg trace.Event) []predict.Prediction {
+	q, ok := strings.CutPrefix(msg.Content, "search ")
+	if !ok {
+		return nil
+	}
+	args, _ := json.Marshal(map[string]string{"q": q})
+	return []predict.Prediction{{Tool: "search", Args: args, P: 0.9, Origin: predict.OriginMessage}}
+}
+
+// TestMessages checks POST /v1/sessions/{session}/messages: a user message
+// speculates the session's first call, which the agent's call then claims;
+// bad messages get 400 or 413 with a JSON error.
+func TestMessages(t *testing.T) {
+	tools := newToolServer(t)
+	rb, err := remote.New(tools.URL+"/tools/{tool}", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	eng := engine.New(engine.Options{
+		Backends:  map[string]engine.Backend{"web": {Backend: rb}},
+		Policy:    &policy.Policy{Tools: map[string]policy.Tool{"search": {Allow: true}}},
+		Predictor: searchWhatIsSaid{searchThenFetch},
+	})
+	defer eng.Close()
+	api := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Logger: quiet, MaxBodyBytes: 1024}))
+	defer api.Close()
+	c := api.Client()
+	for _, tc := range []struct {
+		body string
+		code int
+		err  string
+	}{
+		{`{"role": "user", "content": "search gophers"}`, 204, ""},
+		{`{"role": "tool", "content": "x"}`, 400, `role "tool"`},
+		{`{"role": "user"}`, 400, `"content" is missing`},
+		{`{"content": "x"}`, 400, `"role" is missing`},
+		{`{"role": "user", "content": "x", "name": "bob"}`, 400, `unknown field "name"`},
+		{`{"role": "user", "content": "x"} {}`, 400, "more than one"},
+		{`not json`, 400, "decoding message"},
+		{`{"role": "user", "content": "` + strings.Repeat("x", 2000) + `"}`, 413, "larger than the limit"},
+	} {
+		resp, err := c.Post(api.URL+"/v1/sessions/agent-1/messages", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error string }
+		if tc.code != 204 && json.Unmarshal(body, &e) != nil {
+			t.Errorf("%.60s: error body %q is not JSON", tc.body, body)
+		}
+		if resp.StatusCode != tc.code || !strings.Contains(e.Error, tc.err) {
+			t.Errorf("%.60s: %d %s, want %d with %q", tc.body, resp.StatusCode, body, tc.code, tc.err)
+		}
+	}
+	waitFor(t, "the speculative search to run", func() bool { return tools.count(`search{"q":"gophers"}`) == 1 })
+	code, a := post(t, c, api.URL+"/v1/sessions/agent-1/calls", `{"tool": "search", "args": {"q": "gophers"}}`)
+	if code != 200 || (a.Source != "reused" && a.Source != "promoted") {
+		t.Errorf("first call after the message: %d %+v, want reused or promoted", code, a)
+	}
+	if n := tools.count(`search{"q":"gophers"}`); n != 1 {
+		t.Errorf("search ran %d times, want once", n)
+	}
+}

@@ -6,6 +6,7 @@
 // Routes:
 //
 //	POST   /v1/sessions/{session}/calls   {"tool": "...", "args": {...}} → result
+//	POST   /v1/sessions/{session}/messages {"role": "user", "content": "..."} → 204
 //	DELETE /v1/sessions/{session}         end the session (204)
 //	GET    /v1/stats                      per-tool summary (JSON)
 //	GET    /metrics                       Prometheus exposition
@@ -40,6 +41,7 @@ import (
 type Engine interface {
 	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
 	Begin(session string)
+	Message(ctx context.Context, session, role, content string) error
 	EndSession(session string)
 	Stats() engine.Stats
 }
@@ -85,6 +87,7 @@ func New(eng Engine, opts *Options) *Handler {
 		h.opts.Logger = slog.Default()
 	}
 	h.mux.HandleFunc("POST /v1/sessions/{session}/calls", h.call)
+	h.mux.HandleFunc("POST /v1/sessions/{session}/messages", h.message)
 	h.mux.HandleFunc("POST /v1/sessions/{session}", h.begin)
 	h.mux.HandleFunc("DELETE /v1/sessions/{session}", h.endSession)
 	h.mux.HandleFunc("GET /v1/stats", h.stats)
@@ -104,17 +107,67 @@ type errorResponse struct {
 	Error string `json:"error"`
 }
 
-func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
-	session := r.PathValue("session")
+// body reads a request's body within the limit, answering 413 or 400 and
+// reporting false when it cannot.
+func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := readBody(w, r, h.opts.MaxBodyBytes)
 	if err != nil {
 		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than the limit of "+formatBytes(mbe.Limit))
-			return
+			return nil, false
 		}
 		// The client went away or the connection broke mid-body; the
 		// answer will most likely not arrive, but say what happened.
 		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// message hands a message of the conversation to the engine.
+func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.body(w, r)
+	if !ok {
+		return
+	}
+	var m struct {
+		Role    *string `json:"role"`
+		Content *string `json:"content"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	switch err := dec.Decode(&m); {
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "decoding message: "+err.Error())
+		return
+	case dec.More():
+		writeError(w, http.StatusBadRequest, "decoding message: more than one JSON value")
+		return
+	case m.Role == nil:
+		writeError(w, http.StatusBadRequest, `message: "role" is missing (want "system", "user" or "assistant")`)
+		return
+	case m.Content == nil:
+		writeError(w, http.StatusBadRequest, `message: "content" is missing`)
+		return
+	}
+	if err := h.eng.Message(r.Context(), r.PathValue("session"), *m.Role, *m.Content); err != nil {
+		code := http.StatusBadRequest
+		switch {
+		case errors.Is(err, engine.ErrClosed):
+			code = http.StatusServiceUnavailable
+		case !errors.Is(err, engine.ErrInvalidMessage):
+			code = http.StatusInternalServerError
+		}
+		writeError(w, code, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
+	session := r.PathValue("session")
+	body, ok := h.body(w, r)
+	if !ok {
 		return
 	}
 	req, err := DecodeCall(body)
