@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 type step struct {
 	start, end int // event indices [start, end)
 	think      time.Duration
+	// heard are the messages that became known since the previous step
+	// was issued (trace.Known): they reach the engine as its think window
+	// opens, before the model's think time runs.
+	heard []trace.Event
 }
 
 // steps splits a session into steps: consecutive events with the same step
@@ -40,6 +45,20 @@ func steps(s trace.Session, def time.Duration) []step {
 			think = time.Duration(*ev.LLMMS * float64(time.Millisecond))
 		}
 		out = append(out, step{start: i, end: i + 1, think: think})
+	}
+	// Each step hears the messages Known yields before its first call.
+	var heard []trace.Event
+	ci, k := 0, 0
+	for ev := range trace.Known(s) {
+		if !ev.IsCall() {
+			heard = append(heard, ev)
+			continue
+		}
+		if k < len(out) && out[k].start == ci {
+			out[k].heard, heard = heard, nil
+			k++
+		}
+		ci++
 	}
 	return out
 }
@@ -207,6 +226,11 @@ func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64) (
 	}
 	eng.Begin(a.s.ID)
 	for _, st := range a.steps {
+		for _, m := range st.heard {
+			if err := eng.Message(ctx, a.s.ID, m.Role, m.Content); err != nil && !errors.Is(err, engine.ErrInvalidMessage) {
+				return nil, err
+			}
+		}
 		wake := time.Now().Add(scaled(st.think, scale))
 		if err := sleep(ctx, scaled(st.think, scale)); err != nil {
 			return nil, err

@@ -56,7 +56,16 @@ func TestSteps(t *testing.T) {
 		call("s", 2, 2, "c", `{}`, "", 2000),
 		call("s", 3, 3, "d", `{}`, "", -1),
 	}}
-	want := []step{{0, 1, time.Second}, {1, 3, 2 * time.Second}, {3, 4, 1800 * time.Millisecond}}
+	user := trace.Event{Kind: trace.KindMessage, Session: "s", Seq: 0, Role: "user", Content: "hi"}
+	text := trace.Event{Kind: trace.KindMessage, Session: "s", Seq: 1, Step: 2, Role: "assistant", Content: "b and c"}
+	again := trace.Event{Kind: trace.KindMessage, Session: "s", Seq: 3, Role: "user", Content: "now d"}
+	s.Messages = []trace.Event{user, text, again}
+	// The text of step 2 is heard only after its calls: with step 3.
+	want := []step{
+		{start: 0, end: 1, think: time.Second, heard: []trace.Event{user}},
+		{start: 1, end: 3, think: 2 * time.Second},
+		{start: 3, end: 4, think: 1800 * time.Millisecond, heard: []trace.Event{text, again}},
+	}
 	if diff := cmp.Diff(want, steps(s, 1800*time.Millisecond), cmp.AllowUnexported(step{})); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}

@@ -56,6 +56,14 @@ func (t *tracker) Observe(ev trace.Event) []predict.Prediction {
 
 func (t *tracker) Forget(session string) { t.inner.forget(session) }
 
+// Hear passes a message to the mode's predictor if it listens.
+func (t *tracker) Hear(msg trace.Event) []predict.Prediction {
+	if h, ok := t.inner.(predict.Hearer); ok {
+		return h.Hear(msg)
+	}
+	return nil
+}
+
 // external adapts ahead's own predictor.
 type external struct{ p Predictor }
 
@@ -74,6 +82,14 @@ func (x external) start(session string, _ *agent) []predict.Prediction {
 
 func (x external) predict(ev trace.Event, _ *agent) []predict.Prediction { return x.p.Observe(ev) }
 func (x external) forget(session string)                                 { x.p.Forget(session) }
+
+// Hear passes a message to ahead's predictor if it listens.
+func (x external) Hear(msg trace.Event) []predict.Prediction {
+	if h, ok := x.p.(predict.Hearer); ok {
+		return h.Hear(msg)
+	}
+	return nil
+}
 
 // oracle knows every session: when the session begins and when the last
 // call of a step finishes (the start of each think window) it predicts the

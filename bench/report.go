@@ -112,6 +112,10 @@ type ModeResult struct {
 	Examples   []Mismatch `json:"mismatch_examples,omitempty"`
 	// CallErrors counts calls the engine could not serve at all.
 	CallErrors int `json:"call_errors"`
+	// Origins splits speculation by where its predictions came from
+	// (pattern, message, stream, speculator); work several origins
+	// predicted counts for each.
+	Origins map[string]OriginResult `json:"origins,omitempty"`
 
 	// callMS is each call's latency by session and index (for pairing
 	// modes call by call); executed marks the calls this mode executed.
@@ -120,6 +124,17 @@ type ModeResult struct {
 }
 
 const maxExamples = 5
+
+// OriginResult is what the predictions of one origin led to in a mode.
+type OriginResult struct {
+	Offered  int64   `json:"offered"`
+	Started  int64   `json:"started"`
+	Reused   int64   `json:"reused"`
+	Promoted int64   `json:"promoted"`
+	Wasted   int64   `json:"wasted"`
+	SavedMS  float64 `json:"saved_ms"`
+	WastedMS float64 `json:"wasted_ms"`
+}
 
 func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st engine.Stats, bs replay.Stats, wall time.Duration) *ModeResult {
 	r := &ModeResult{
@@ -142,6 +157,15 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 	}
 	for o, n := range st.Outcomes {
 		r.Outcomes[string(o)] = n
+	}
+	for o, os := range st.Origins {
+		if r.Origins == nil {
+			r.Origins = make(map[string]OriginResult)
+		}
+		r.Origins[string(o)] = OriginResult{
+			Offered: os.Offered, Started: os.Started, Reused: os.Reused, Promoted: os.Promoted,
+			Wasted: os.Wasted, SavedMS: ms(os.Saved), WastedMS: ms(os.WastedTime),
+		}
 	}
 	r.Wasted = max(0, st.SpecStarted-st.Outcomes[engine.OutcomeReused]-st.Outcomes[engine.OutcomePromoted]-st.Outcomes[engine.OutcomeWarmed])
 	if st.Calls > 0 {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/ahead-dev/ahead/predict"
 )
 
 // MarshalJSON flattens the session-time distribution into e2e_*_ms fields.
@@ -99,6 +101,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.SpecPerCall != nil {
 		fmt.Fprintf(&b, "spec. executions    %.2f per authoritative call (ahead)\n", *r.SpecPerCall)
+	}
+	if a := r.Mode(Ahead); a != nil && len(a.Origins) > 0 {
+		b.WriteString("by origin (ahead)  ")
+		for _, o := range predict.Origins {
+			if os, ok := a.Origins[string(o)]; ok {
+				fmt.Fprintf(&b, " %s: %d started, %d reused, %d promoted, %d wasted;",
+					o, os.Started, os.Reused, os.Promoted, os.Wasted)
+			}
+		}
+		b.WriteString("\n")
 	}
 	calls := 0
 	if len(r.Modes) > 0 {
