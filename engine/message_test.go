@@ -61,7 +61,7 @@ func TestMessageSpeculatesTheFirstCall(t *testing.T) {
 		for _, ev := range rec.evs {
 			kinds = append(kinds, ev.Kind+":"+ev.Role+ev.Tool+ev.Origin)
 		}
-		want := "message:user|:readmessage|:read" // the message, the speculative run, the call
+		want := "message:user|speculative:readmessage|:read" // the message, the speculative run, the call
 		if got := strings.Join(kinds, "|"); got != want {
 			t.Errorf("recorded %s, want %s", got, want)
 		}

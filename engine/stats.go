@@ -204,6 +204,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		st = trace.StatusError
 	}
 	e.pending = append(e.pending, trace.Event{
+		Kind:        trace.KindSpeculative,
 		Session:     en.from,
 		Seq:         en.seq,
 		Tool:        en.req.Tool,

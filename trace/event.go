@@ -25,6 +25,12 @@ const (
 	// set, Seq is the number of calls before it in its session and Step,
 	// on an assistant message, the step of the calls its turn issued.
 	KindMessage = "message"
+	// KindSpeculative is a speculative execution ahead made on a
+	// prediction (Speculative is set too): a call line in shape, but not
+	// the agent's, so mining and evaluation must never learn from it.
+	// Lines written before kinds existed, with "speculative": true and no
+	// kind, read as this kind.
+	KindSpeculative = "speculative"
 )
 
 // Roles of messages.

@@ -309,7 +309,7 @@ func parseLine(line []byte) (Event, *parseError) {
 		return Event{}, fieldErr("seq", "negative (%d)", *raw.Seq)
 	case raw.Kind == KindMessage:
 		return parseMessage(&raw)
-	case raw.Kind != "":
+	case raw.Kind != "" && raw.Kind != KindSpeculative:
 		// A kind this reader does not know: kept, for tools that pass
 		// lines on; consumers skip it (Event.IsCall is false).
 		return Event{Kind: raw.Kind, Session: *raw.Session, Seq: *raw.Seq, Step: raw.Step, TS: raw.TS}, nil
@@ -327,7 +327,11 @@ func parseLine(line []byte) (Event, *parseError) {
 	if string(args) == "null" {
 		args = nil
 	}
+	if raw.Speculative {
+		raw.Kind = KindSpeculative
+	}
 	ev := Event{
+		Kind:    raw.Kind,
 		Session: *raw.Session, Seq: *raw.Seq, Step: raw.Step, Tool: *raw.Tool,
 		Args: json.RawMessage(args), Status: Status(*raw.Status),
 		Requestor: raw.Requestor, CallID: raw.CallID, TS: raw.TS, ResultTS: raw.ResultTS,

@@ -322,3 +322,31 @@ func TestMessageLineErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculativeLinesAreNotCalls checks that ahead's records of its own
+// speculative executions never reach mining as agent calls, with or
+// without a kind (recordings made before kinds existed).
+func TestSpeculativeLinesAreNotCalls(t *testing.T) {
+	in := `{"session":"s","seq":0,"tool":"a","args":{},"status":"ok","output":"x"}
+{"kind":"speculative","session":"s","seq":1,"tool":"b","args":{},"status":"ok","output":"y","speculative":true,"outcome":"wasted","origin":"pattern"}
+{"session":"s","seq":1,"tool":"c","args":{},"status":"ok","output":"z","speculative":true,"outcome":"reused"}
+{"session":"s","seq":1,"tool":"b","args":{},"status":"ok","output":"y"}
+`
+	var kinds []string
+	for ev, err := range NewReader(nil).Read("rec.jsonl", strings.NewReader(in)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, ev.Kind+":"+ev.Tool)
+	}
+	if got, want := strings.Join(kinds, " "), ":a speculative:b speculative:c :b"; got != want {
+		t.Errorf("kinds %s, want %s", got, want)
+	}
+	sessions, err := Collect(NewReader(nil).Read("rec.jsonl", strings.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sessions[0].Events); n != 2 {
+		t.Errorf("Collect kept %d calls, want the agent's 2", n)
+	}
+}
