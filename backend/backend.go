@@ -19,6 +19,10 @@ import (
 // ErrUnknownTool is returned (wrapped) for a tool a backend does not have.
 var ErrUnknownTool = errors.New("unknown tool")
 
+// ErrTimeout is wrapped by a backend's error when a call got no answer
+// within the backend's own per-call timeout (fronts answer 504).
+var ErrTimeout = errors.New("backend timeout")
+
 // Request is one tool call to execute.
 type Request struct {
 	Session string

@@ -25,14 +25,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/sched"
 )
@@ -100,8 +106,65 @@ func New(eng Engine, opts *Options) *Handler {
 	return h
 }
 
-// ServeHTTP routes the request.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP routes the request. Session ids are checked before any route
+// sees them, and requests no route takes get a JSON error like the rest.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/sessions/"); ok {
+		id, _, _ := strings.Cut(rest, "/")
+		if msg := checkSession(id); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+	}
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		h.unrouted(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// MaxSessionBytes is the longest session id the API takes.
+const MaxSessionBytes = 256
+
+// checkSession says what is wrong with a session id from a path (escaped
+// as in the URL), or "" if nothing is: it must be non-empty, at most
+// MaxSessionBytes, valid UTF-8 and printable (ids reach logs, traces and
+// backends).
+func checkSession(escaped string) string {
+	id, err := url.PathUnescape(escaped)
+	switch {
+	case err != nil:
+		return "session id: " + err.Error()
+	case id == "":
+		return "session id is empty"
+	case len(id) > MaxSessionBytes:
+		return fmt.Sprintf("session id is %d bytes long; at most %d are allowed", len(id), MaxSessionBytes)
+	case !utf8.ValidString(id):
+		return "session id is not valid UTF-8"
+	case strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }):
+		return "session id contains a control or non-printable character"
+	}
+	return ""
+}
+
+// unrouted answers a request no route takes: 405 with Allow when the path
+// exists under other methods, else 404.
+func (h *Handler) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
+}
 
 type errorResponse struct {
 	Error string `json:"error"`
@@ -211,7 +274,7 @@ func (h *Handler) callErrorCode(ctx context.Context, err error) int {
 		// request"; it keeps such calls apart from backend failures in
 		// access logs.
 		return 499
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, backend.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		// The request's context is live, so the deadline was the
 		// backend's own timeout.
 		return http.StatusGatewayTimeout

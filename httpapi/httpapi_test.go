@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -60,6 +61,7 @@ func newEngine(t *testing.T, reg prometheus.Registerer) *engine.Engine {
 			"local":   {Backend: tools, Tools: []string{"echo", "text", "number_text", "fail"}},
 			"down":    {Backend: brokenBackend{errors.New("dial tcp 127.0.0.1:9: connection refused")}, Tools: []string{"down"}},
 			"timeout": {Backend: brokenBackend{context.DeadlineExceeded}, Tools: []string{"slow"}},
+			"remote":  {Backend: brokenBackend{fmt.Errorf("remote: sleepy: no response within 10s: %w", backend.ErrTimeout)}, Tools: []string{"sleepy"}},
 		},
 		Registerer: reg,
 	})
@@ -111,6 +113,8 @@ func TestCalls(t *testing.T) {
 			answer{502, `{"error":"calling down: dial tcp 127.0.0.1:9: connection refused"}`}},
 		{"backend timeout", `{"tool": "slow", "args": {}}`,
 			answer{504, `{"error":"calling slow: context deadline exceeded"}`}},
+		{"backend's own timeout", `{"tool": "sleepy", "args": {}}`,
+			answer{504, `{"error":"calling sleepy: remote: sleepy: no response within 10s: backend timeout"}`}},
 		{"empty body", ``,
 			answer{400, `{"error":"bad request: empty body; want {\"tool\": \"...\", \"args\": {...}}"}`}},
 		{"not json", `tool=echo`,
@@ -287,9 +291,41 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/v1/nothing", 404},
 		{"POST", "/v1/sessions/a/b/calls", 404},
 	} {
-		if got := do(t, h, tc.method, tc.path, ""); got.Code != tc.code {
+		got := do(t, h, tc.method, tc.path, "")
+		if got.Code != tc.code {
 			t.Errorf("%s %s: code %d, want %d", tc.method, tc.path, got.Code, tc.code)
 		}
+		if !strings.HasPrefix(got.Body, `{"error":`) {
+			t.Errorf("%s %s: answer %s, want a JSON error", tc.method, tc.path, got.Body)
+		}
+	}
+}
+
+// TestSessionIDs checks that session ids are non-empty, printable and
+// bounded before they reach the engine, its logs and backends.
+func TestSessionIDs(t *testing.T) {
+	eng := newEngine(t, nil)
+	h := newHandler(eng, httpapi.Options{})
+	for _, tc := range []struct {
+		path string
+		code int
+		err  string
+	}{
+		{"/v1/sessions//calls", 400, "session id is empty"},
+		{"/v1/sessions/a%00b/calls", 400, "control"},
+		{"/v1/sessions/a%1Bb/calls", 400, "control"},
+		{"/v1/sessions/%FF/calls", 400, "UTF-8"},
+		{"/v1/sessions/" + strings.Repeat("x", 257) + "/calls", 400, "257 bytes"},
+		{"/v1/sessions/" + strings.Repeat("x", 256) + "/calls", 200, ""},
+		{"/v1/sessions/caf%C3%A9%20run/calls", 200, ""},
+	} {
+		got := do(t, h, "POST", tc.path, `{"tool": "echo"}`)
+		if got.Code != tc.code || !strings.Contains(got.Body, tc.err) {
+			t.Errorf("%.50s: %+v, want %d with %q", tc.path, got, tc.code, tc.err)
+		}
+	}
+	if n := eng.Stats().Sessions; n != 2 {
+		t.Errorf("%d sessions reached the engine, want the 2 valid ones", n)
 	}
 }
 

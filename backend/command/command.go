@@ -38,7 +38,7 @@ import (
 
 // ErrTimeout is wrapped by the error returned when a command does not
 // finish within Options.Timeout.
-var ErrTimeout = errors.New("command: timeout")
+var ErrTimeout = fmt.Errorf("command: %w", backend.ErrTimeout)
 
 // Defaults for the zero Options fields.
 const (

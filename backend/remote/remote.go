@@ -32,7 +32,7 @@ import (
 
 // ErrTimeout is wrapped by the error returned when a call gets no complete
 // response within Options.Timeout.
-var ErrTimeout = errors.New("remote: timeout")
+var ErrTimeout = fmt.Errorf("remote: %w", backend.ErrTimeout)
 
 // Defaults for the zero Options fields.
 const (
