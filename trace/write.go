@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -23,6 +25,10 @@ type WriterOptions struct {
 	// beyond it; 0 means 64 MiB. A single event larger than MaxBytes still
 	// gets written, alone in its file.
 	MaxBytes int64
+	// MaxFiles keeps at most this many files of the prefix in the
+	// directory: when a new file is created, the oldest beyond the limit
+	// are deleted. 0 means no limit.
+	MaxFiles int
 	// Now returns the time used in file names; nil means time.Now.
 	Now func() time.Time
 }
@@ -66,7 +72,7 @@ func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
 	if w.opts.Now == nil {
 		w.opts.Now = time.Now
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("trace writer: %w", err)
 	}
 	return w, nil
@@ -113,11 +119,33 @@ func (w *Writer) Record(ev Event) error {
 func (w *Writer) openLocked() error {
 	w.n++
 	name := fmt.Sprintf("%s-%s-%06d.jsonl", w.opts.Prefix, w.opts.Now().UTC().Format("20060102T150405.000000000Z"), w.n)
-	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	// Traces hold what agents and tools said: readable by their owner only.
+	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("trace writer: %w", err)
 	}
 	w.f, w.size = f, 0
+	// Best effort: a prune that fails leaves more files, never a hole.
+	_ = w.pruneLocked()
+	return nil
+}
+
+// pruneLocked deletes the oldest files of the prefix beyond MaxFiles. The
+// names sort by creation time, so the lexically smallest go first.
+func (w *Writer) pruneLocked() error {
+	if w.opts.MaxFiles <= 0 {
+		return nil
+	}
+	names, err := filepath.Glob(filepath.Join(w.dir, w.opts.Prefix+"-*.jsonl"))
+	if err != nil {
+		return fmt.Errorf("trace writer: %w", err)
+	}
+	slices.Sort(names)
+	for _, n := range names[:max(0, len(names)-w.opts.MaxFiles)] {
+		if err := os.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("trace writer: pruning old traces: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -149,3 +149,51 @@ func TestWriterNeverAppendsToOldFiles(t *testing.T) {
 		t.Errorf("%d events, %d torn; want 2 and 1", len(got), r.Stats().Torn)
 	}
 }
+
+// TestWriterKeepsMaxFilesPrivate checks that traces are readable by their
+// owner only and that at most MaxFiles of them are kept, the newest.
+func TestWriterKeepsMaxFilesPrivate(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "notes.txt") // not ours: never touched
+	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(dir, &WriterOptions{Prefix: "t", MaxBytes: 100, MaxFiles: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := w.Record(Event{Session: "s", Seq: i, Tool: "tool", Status: StatusOK, Output: strings.Repeat("o", 60)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Fatalf("%d trace files kept, want 3", len(files))
+	}
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, fi.Mode().Perm())
+		}
+	}
+	got, err := readAll(t, NewReader(nil), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || got[len(got)-1].Seq != 9 {
+		t.Errorf("kept events %d..., want the newest (last seq 9)", len(got))
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("a file that is not a trace was removed: %v", err)
+	}
+}

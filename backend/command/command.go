@@ -65,7 +65,8 @@ type Options struct {
 	// Dir is the working directory; "" means ahead's.
 	Dir string
 	// Env is the environment; nil means ahead's own. AHEAD_TOOL and
-	// AHEAD_SESSION are always added.
+	// AHEAD_SESSION are always added, and AHEAD_SPECULATIVE=1 on
+	// speculative executions (work no agent asked for yet).
 	Env []string
 }
 
@@ -159,6 +160,9 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 		env = os.Environ()
 	}
 	cmd.Env = append(env[:len(env):len(env)], "AHEAD_TOOL="+req.Tool, "AHEAD_SESSION="+req.Session)
+	if req.Speculative {
+		cmd.Env = append(cmd.Env, "AHEAD_SPECULATIVE=1")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	// Our own pipes rather than exec's copying goroutines: exec.Cmd.Wait

@@ -203,6 +203,11 @@ func (b *Backend) Call(ctx context.Context, req backend.Request) (backend.Respon
 		hreq.Header[k] = v
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if req.Speculative {
+		// Backends may deprioritise, or not bill, work no agent asked
+		// for yet.
+		hreq.Header.Set("Ahead-Speculative", "1")
+	}
 	if hreq.Header.Get("Accept") == "" {
 		hreq.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.8")
 	}

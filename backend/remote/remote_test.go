@@ -107,7 +107,7 @@ func TestCallResponses(t *testing.T) {
 
 func TestCallRequest(t *testing.T) {
 	type seen struct {
-		Method, URI, ContentType, Auth, Tool, Body string
+		Method, URI, ContentType, Auth, Tool, Body, Spec string
 	}
 	var (
 		mu  sync.Mutex
@@ -116,7 +116,7 @@ func TestCallRequest(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		got = append(got, seen{r.Method, r.RequestURI, r.Header.Get("Content-Type"), r.Header.Get("Authorization"), r.Header.Get("X-Tenant"), string(body)})
+		got = append(got, seen{r.Method, r.RequestURI, r.Header.Get("Content-Type"), r.Header.Get("Authorization"), r.Header.Get("X-Tenant"), string(body), r.Header.Get("Ahead-Speculative")})
 		mu.Unlock()
 	}))
 	defer srv.Close()
@@ -131,16 +131,18 @@ func TestCallRequest(t *testing.T) {
 		{Tool: "a/b c&d=e", Args: []byte(`{}`)},
 		{Tool: "noargs"},
 		{Tool: "..", Args: []byte(`{}`)},
+		{Tool: "search", Args: []byte(`{"q":"go"}`), Speculative: true},
 	} {
 		if _, err := b.Call(t.Context(), req); err != nil {
 			t.Fatalf("Call(%s): %v", req.Tool, err)
 		}
 	}
 	want := []seen{
-		{"POST", "/v1/search/run?name=search", "application/json", "Bearer s3cret", "t1", `{"q":"go"}`},
-		{"POST", "/v1/a%2Fb%20c&d=e/run?name=a%2Fb+c%26d%3De", "application/json", "Bearer s3cret", "t1", `{}`},
-		{"POST", "/v1/noargs/run?name=noargs", "application/json", "Bearer s3cret", "t1", `{}`},
-		{"POST", "/v1/%2E%2E/run?name=..", "application/json", "Bearer s3cret", "t1", `{}`},
+		{"POST", "/v1/search/run?name=search", "application/json", "Bearer s3cret", "t1", `{"q":"go"}`, ""},
+		{"POST", "/v1/a%2Fb%20c&d=e/run?name=a%2Fb+c%26d%3De", "application/json", "Bearer s3cret", "t1", `{}`, ""},
+		{"POST", "/v1/noargs/run?name=noargs", "application/json", "Bearer s3cret", "t1", `{}`, ""},
+		{"POST", "/v1/%2E%2E/run?name=..", "application/json", "Bearer s3cret", "t1", `{}`, ""},
+		{"POST", "/v1/search/run?name=search", "application/json", "Bearer s3cret", "t1", `{"q":"go"}`, "1"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
