@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,28 @@ type metrics struct {
 	wastedSeconds *prometheus.CounterVec   // tool
 	byOrigin      *prometheus.CounterVec   // origin, outcome
 	reg           prometheus.Registerer
+
+	mu    sync.Mutex      // protects tools
+	tools map[string]bool // tool labels in use
+}
+
+// maxToolLabels caps the distinct tool labels: tool names come from
+// clients, and a client naming a new tool in every call must not grow the
+// metrics without bound. Tools beyond the cap are counted as "other".
+const maxToolLabels = 256
+
+// tool returns the label for a tool name.
+func (m *metrics) tool(name string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tools[name] {
+		return name
+	}
+	if len(m.tools) >= maxToolLabels {
+		return "other"
+	}
+	m.tools[name] = true
+	return name
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,7 +81,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "ahead_speculative_origin_outcomes_total",
 			Help: "Fates of speculative work by the origin of its prediction (pattern, message, stream, speculator); work several origins predicted counts for each.",
 		}, []string{"origin", "outcome"}),
-		reg: reg,
+		reg:   reg,
+		tools: make(map[string]bool),
 	}
 	if reg != nil {
 		reg.MustRegister(m.calls, m.callErrors, m.latency, m.saved, m.specStarted, m.declined, m.outcomes, m.wastedSeconds, m.byOrigin)
@@ -78,18 +102,18 @@ func (m *metrics) collectQueues(s *sched.Scheduler) {
 
 func (m *metrics) observeCall(tool string, src Source, d, saved time.Duration, err error) {
 	if err != nil {
-		m.callErrors.WithLabelValues(tool).Inc()
+		m.callErrors.WithLabelValues(m.tool(tool)).Inc()
 		return
 	}
-	m.calls.WithLabelValues(tool, string(src)).Inc()
+	m.calls.WithLabelValues(m.tool(tool), string(src)).Inc()
 	m.latency.WithLabelValues(string(src)).Observe(d.Seconds())
 	if saved > 0 {
-		m.saved.WithLabelValues(tool).Add(saved.Seconds())
+		m.saved.WithLabelValues(m.tool(tool)).Add(saved.Seconds())
 	}
 }
 
 func (m *metrics) specOutcome(tool string, o Outcome) {
-	m.outcomes.WithLabelValues(tool, string(o)).Inc()
+	m.outcomes.WithLabelValues(m.tool(tool), string(o)).Inc()
 }
 
 func (m *metrics) originOutcome(os origins, o Outcome) {

@@ -154,7 +154,7 @@ func (e *Engine) minProbabilityLocked() float64 {
 // budget.
 func (e *Engine) declineLocked(tool string) {
 	e.totals.Declined++
-	e.metrics.declined.WithLabelValues(tool).Inc()
+	e.metrics.declined.WithLabelValues(e.metrics.tool(tool)).Inc()
 }
 
 // dryRunVariant returns the safe variant of a call: its arguments patched
@@ -347,7 +347,7 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	e.toolLocked(en.key.Tool).specStarted++
 	en.origins.each(func(o predict.Origin) { e.originLocked(o).Started++ })
 	e.mu.Unlock()
-	e.metrics.specStarted.WithLabelValues(en.key.Tool).Inc()
+	e.metrics.specStarted.WithLabelValues(e.metrics.tool(en.key.Tool)).Inc()
 
 	var span oteltrace.Span
 	if e.tracer != nil {

@@ -194,7 +194,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		e.totals.Wasted += ran
 		ts.wasted++
 		ts.wastedTime += ran
-		e.metrics.wastedSeconds.WithLabelValues(en.key.Tool).Add(ran.Seconds())
+		e.metrics.wastedSeconds.WithLabelValues(e.metrics.tool(en.key.Tool)).Add(ran.Seconds())
 	}
 	if why == OutcomeReused || why == OutcomePromoted {
 		ts.saved += ran
