@@ -348,10 +348,10 @@ func TestStaleNeverReused(t *testing.T) {
 			call("w", 1, 2, "put_a", `{}`, "ok", 1000),
 			call("w", 2, 3, "get_a", `{}`, "a1", 1000),
 		}}
-		// Predict get_a again right after the first get_a: it can only
-		// match position 2, beyond the write.
+		// Predict get_a again right after the first get_a (a repeat): it
+		// can only match position 2, beyond the write.
 		pred := predict.Func(func(ev trace.Event) []predict.Prediction {
-			return []predict.Prediction{{Tool: "get_a", Args: json.RawMessage(`{}`), P: 1}}
+			return []predict.Prediction{{Tool: "get_a", Args: json.RawMessage(`{}`), P: 1, Repeat: true}}
 		})
 		rep, err := Run(t.Context(), []trace.Session{s}, &Options{
 			Predictor: func() (Predictor, error) { return pred, nil },

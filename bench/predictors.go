@@ -249,7 +249,9 @@ func (s specFaaS) predict(ev trace.Event, _ *agent) []predict.Prediction {
 	if !ok {
 		return nil
 	}
-	return []predict.Prediction{{Tool: best.tool, Args: a, P: best.p}}
+	// Repeating earlier calls is SpecFaaS's whole hypothesis: the engine
+	// must not hold it back as it does ahead's own guesses of calls made.
+	return []predict.Prediction{{Tool: best.tool, Args: a, P: best.p, Repeat: true}}
 }
 
 func (s specFaaS) forget(session string) { s.t.forget(session) }

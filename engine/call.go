@@ -159,6 +159,12 @@ func (c *authCall) finish(res Result, err error) {
 		// Again after the write: anything speculated while it ran may
 		// have read the old state.
 		e.invalidateLocked(s, c.rule, c.args)
+		clear(s.served)
+	} else if err == nil {
+		if len(s.served) >= maxServed {
+			clear(s.served)
+		}
+		s.served[c.key] = struct{}{}
 	}
 	gone := s.gone
 	e.unlock()
@@ -192,6 +198,9 @@ func (c *authCall) finish(res Result, err error) {
 	}
 	e.speculate(s, c.seq+1, e.opts.Predictor.Observe(ev))
 }
+
+// maxServed bounds a session's set of served calls.
+const maxServed = 256
 
 func millis(d time.Duration) *float64 {
 	ms := float64(d) / float64(time.Millisecond)

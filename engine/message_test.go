@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -142,4 +143,47 @@ func TestConversationWindow(t *testing.T) {
 	if len(w) != 1 || len(w[0].Content) > 100 || !strings.HasPrefix(w[0].Content, "é") {
 		t.Errorf("oversized message kept as %d messages, first %q...", len(w), w[0].Content[:4])
 	}
+}
+
+// TestNoRerunOfWhatTheAgentHas checks that a call whose result the agent
+// just received is not speculated again, until a write may have changed
+// it.
+func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		always := predict.Func(func(ev trace.Event) []predict.Prediction {
+			return []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{"path":"a"}`), P: 0.9}}
+		})
+		pol := readsPolicy()
+		pol.Tools["write"] = policy.Tool{Writes: "path"}
+		eng := engine.New(engine.Options{
+			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(100*time.Millisecond, runs)}},
+			Policy:    pol,
+			Predictor: always,
+		})
+		defer eng.Close()
+		call := func(tool, args string) engine.Result {
+			t.Helper()
+			time.Sleep(time.Second)
+			r, err := eng.Call(t.Context(), "s", tool, json.RawMessage(args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		call("list", `{}`)
+		if r := call("read", `{"path":"a"}`); r.Source != engine.Reused {
+			t.Fatalf("read served by %s, want reused", r.Source)
+		}
+		call("list", `{}`)
+		call("list", `{"x":1}`)
+		if n := runs[`read{"path":"a"}`]; n != 1 {
+			t.Errorf("read ran %d times before any write, want 1", n)
+		}
+		call("write", `{"path":"a"}`)
+		time.Sleep(time.Second)
+		if n := runs[`read{"path":"a"}`]; n != 2 {
+			t.Errorf("read ran %d times after a write, want 2", n)
+		}
+	})
 }

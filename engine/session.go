@@ -37,11 +37,16 @@ type session struct {
 	entries    map[callkey.Key]*entry
 	running    map[callkey.Key]int  // authoritative calls in flight, by key
 	warmed     map[string]time.Time // tool → last warm-up
-	bytes      int64
-	msgs       []trace.Event // the window of recent conversation (Message)
-	msgBytes   int64         // content bytes in msgs
-	gone       bool          // dropped; late completions must not re-add state
-	begun      bool          // Begin was called
+	// served holds the calls whose results the agent has received since
+	// the session's last write (bounded): speculating one again would
+	// only fetch what the agent already has, unless the predictor says
+	// it repeats (predict.Prediction.Repeat: polling).
+	served   map[callkey.Key]struct{}
+	bytes    int64
+	msgs     []trace.Event // the window of recent conversation (Message)
+	msgBytes int64         // content bytes in msgs
+	gone     bool          // dropped; late completions must not re-add state
+	begun    bool          // Begin was called
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think
@@ -110,6 +115,7 @@ func (e *Engine) sessionLocked(id string, now time.Time) *session {
 			entries:    make(map[callkey.Key]*entry),
 			running:    make(map[callkey.Key]int),
 			warmed:     make(map[string]time.Time),
+			served:     make(map[callkey.Key]struct{}),
 		}
 		e.sessions[id] = s
 	}

@@ -222,6 +222,11 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		e.joinLocked(old, c)
 		return
 	}
+	if _, ok := s.served[c.key]; ok && !c.pred.Repeat {
+		// The agent already has this result and nothing it did since
+		// could have changed it.
+		return
+	}
 	if s.running[c.key] > 0 {
 		// The session is making this very call now (a parallel call's
 		// result predicted it): a second run would be pure waste.

@@ -453,6 +453,9 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 				p = max(p, float64(soon)/(float64(c.Support)+o.opts.Shrink))
 			}
 			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, p)
+			if i, ok := s.preds[predKey{tool: tool, hash: cd.Hash}]; ok && f.repeat {
+				out[i].repeat = true
+			}
 			fired.fs = append(fired.fs, f)
 			return
 		}
@@ -492,9 +495,10 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 }
 
 type scored struct {
-	key  predKey
-	args []byte
-	p    float64
+	key    predKey
+	args   []byte
+	p      float64
+	repeat bool // a pattern predicts the session makes this call again
 }
 
 // rank orders predictions for speculation and cuts the list: first the
@@ -567,7 +571,7 @@ func rank(out []scored, limit int) []Prediction {
 	buf := make([]byte, 0, n)
 	preds := make([]Prediction, len(out))
 	for i, sc := range out {
-		preds[i] = Prediction{Tool: sc.key.tool, P: sc.p}
+		preds[i] = Prediction{Tool: sc.key.tool, P: sc.p, Repeat: sc.repeat}
 		if sc.args != nil {
 			at := len(buf)
 			buf = append(buf, sc.args...)

@@ -25,6 +25,11 @@ type Prediction struct {
 	// Origin says where the prediction came from; "" reads as
 	// OriginPattern.
 	Origin Origin `json:"origin,omitempty"`
+	// Repeat says the predictor expects the session to make this call
+	// again although it made it already (a pattern of repeats, such as
+	// polling). Without it, the engine does not speculate a call whose
+	// result the agent already has, unless a write may have changed it.
+	Repeat bool `json:"repeat,omitempty"`
 }
 
 // Origin is where a prediction came from. Every origin reaches the engine
