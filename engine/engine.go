@@ -235,6 +235,7 @@ type Engine struct {
 	pending  []trace.Event // speculative records to write after unlocking
 	tokens   float64       // speculative executions that may start (Amplification)
 	quiet    bool          // Quiesce was called: no new speculation
+	debug    bool          // the logger takes debug lines
 	closed   bool
 
 	stop chan struct{}
@@ -273,6 +274,7 @@ func New(opts Options) *Engine {
 		// an unlisted tool is ambiguous: none does (set Route to decide).
 		e.fallback = unlisted[0]
 	}
+	e.debug = opts.Logger.Enabled(context.Background(), slog.LevelDebug)
 	e.policy.Store(opts.Policy)
 	if opts.TracerProvider != nil {
 		e.tracer = opts.TracerProvider.Tracer("github.com/ahead-dev/ahead/engine")

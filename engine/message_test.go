@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -184,6 +186,42 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 		time.Sleep(time.Second)
 		if n := runs[`read{"path":"a"}`]; n != 2 {
 			t.Errorf("read ran %d times after a write, want 2", n)
+		}
+	})
+}
+
+// TestDebugLinePerSpeculation checks that a debug logger gets one line per
+// speculative execution, saying what predicted it and what became of it,
+// with the arguments as a digest only.
+func TestDebugLinePerSpeculation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		eng := engine.New(engine.Options{
+			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, map[string]int{})}},
+			Policy:    readsPolicy(),
+			Predictor: next,
+			Logger:    log,
+		})
+		if _, err := eng.Call(t.Context(), "s1", "list", json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if _, err := eng.Call(t.Context(), "s1", "read", json.RawMessage(`{"path":"a"}`)); err != nil {
+			t.Fatal(err)
+		}
+		eng.Close()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("%d debug lines, want 1:\n%s", len(lines), buf.String())
+		}
+		for _, want := range []string{"msg=speculation", "session=s1", "tool=read", "origin=pattern", "p=0.9", "outcome=reused", "ran_ms=1000", "args="} {
+			if !strings.Contains(lines[0], want) {
+				t.Errorf("debug line %q lacks %q", lines[0], want)
+			}
+		}
+		if strings.Contains(lines[0], `"a"`) {
+			t.Errorf("debug line %q shows the arguments", lines[0])
 		}
 	})
 }

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"fmt"
+	"hash/fnv"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/ahead-dev/ahead/predict"
@@ -158,6 +161,9 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		return
 	}
 	en.settled = true
+	if e.debug {
+		e.logSpeculation(en, why)
+	}
 	if e.totals.Outcomes == nil {
 		e.totals.Outcomes = make(map[Outcome]int64)
 	}
@@ -218,6 +224,30 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		Outcome:     string(why),
 		Origin:      en.origins.String(),
 	})
+}
+
+// logSpeculation writes the debug line of a settled speculative entry:
+// what ran, what predicted it, how likely it was, and what became of it.
+// The arguments appear as a digest: they may hold what users said.
+func (e *Engine) logSpeculation(en *entry, why Outcome) {
+	attrs := []any{
+		"session", en.from, "tool", en.key.Tool,
+		"args", argsDigest(en.key.Args),
+		"origin", en.origins.String(), "p", math.Round(en.p*1000) / 1000,
+		"outcome", string(why),
+	}
+	if en.ran {
+		attrs = append(attrs, "ran_ms", float64(en.finished.Sub(en.started).Microseconds())/1000)
+	}
+	e.opts.Logger.Debug("speculation", attrs...)
+}
+
+// argsDigest is a short digest of canonical arguments, the same in every
+// run, so a debug line can be matched with the call in a trace.
+func argsDigest(args string) string {
+	h := fnv.New64a()
+	h.Write([]byte(args))
+	return fmt.Sprintf("%012x", h.Sum64()>>16)
 }
 
 // unlock releases e.mu and then writes the speculative records that
