@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/pattern"
@@ -60,7 +61,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		// The file is read as ahead serve reads it, so one file serves
 		// both commands and its errors are the same. Of it, ahead mcp uses
 		// the MCP parts; listen, backends and engine are ahead serve's.
-		cfg, err := loadConfigWith(*configFile, configOptions{backendsOptional: true})
+		cfg, err := (&config.Loader{BackendsOptional: true}).Load(*configFile)
 		if err != nil {
 			return err
 		}

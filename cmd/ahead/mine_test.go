@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ahead-dev/ahead/evaluate"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -83,7 +84,7 @@ func TestMineAndEval(t *testing.T) {
 		Sessions, Calls  int
 		First            int  `json:"first_calls"`
 		BaselineInSample bool `json:"baseline_in_sample"`
-		Ahead, NGram     Metrics
+		Ahead, NGram     evaluate.Metrics
 		Tools            []struct{ Tool string }
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {

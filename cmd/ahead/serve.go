@@ -20,6 +20,7 @@ import (
 	"github.com/ahead-dev/ahead/backend"
 	cmdbackend "github.com/ahead-dev/ahead/backend/command"
 	"github.com/ahead-dev/ahead/backend/remote"
+	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/mcpproxy"
@@ -55,7 +56,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErr("--listen: want HOST:PORT, got %q", *listen)
 		}
 	}
-	cfg, err := loadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 // serve runs ahead's server for cfg until ctx is done, then shuts down
 // gracefully. Its log announces the address it listens on; stderr receives
 // the stderr of MCP upstream processes.
-func serve(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writer) (err error) {
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr io.Writer) (err error) {
 	// Listen first: a port in use should fail before upstreams start.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -140,7 +141,7 @@ type stack struct {
 
 // openStack builds the engine and what it needs from cfg. On error,
 // whatever was started is stopped.
-func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.Writer) (_ *stack, err error) {
+func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr io.Writer) (_ *stack, err error) {
 	st := &stack{reg: prometheus.NewRegistry(), backends: make(map[string]engine.Backend)}
 	defer func() {
 		if err != nil {
@@ -181,7 +182,7 @@ func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.
 		// The MCP front (serve_mcp.go) starts the trusted upstreams here
 		// to read their annotations into the policy.
 		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, logger, stderr); err != nil {
-			return nil, fmt.Errorf("%s: %w", mcpServersKey, err)
+			return nil, fmt.Errorf("%s: %w", config.MCPServersKey, err)
 		}
 		maps.Copy(st.backends, st.mcp.Backends())
 		mcpRoute = st.mcp.Route
@@ -239,7 +240,7 @@ func openStack(ctx context.Context, cfg *config, logger *slog.Logger, stderr io.
 }
 
 // newBackend builds one configured backend.
-func (st *stack) newBackend(cfg *config, bc backendConfig) (backend.Backend, error) {
+func (st *stack) newBackend(cfg *config.Config, bc config.Backend) (backend.Backend, error) {
 	switch {
 	case bc.HTTP != nil:
 		h := bc.HTTP
@@ -252,14 +253,14 @@ func (st *stack) newBackend(cfg *config, bc backendConfig) (backend.Backend, err
 		}
 		b, err := remote.New(h.URL, opts)
 		if err != nil {
-			return nil, cfg.errorAt(h.urlPos, "%v", err)
+			return nil, cfg.ErrorAt(h.URLPos, "%v", err)
 		}
 		st.remotes = append(st.remotes, b)
 		return b, nil
 	case bc.Exec != nil:
 		return newExecBackend(cfg, bc.Exec)
 	}
-	return nil, cfg.errorAt(bc.pos, "want exactly one of http or exec")
+	return nil, cfg.ErrorAt(bc.Pos, "want exactly one of http or exec")
 }
 
 // close stops the stack in dependency order: the engine first (cancelling
@@ -304,7 +305,7 @@ func (st *stack) patternCount() int {
 	return st.predictor.patterns
 }
 
-func tracesDir(cfg *config) string {
+func tracesDir(cfg *config.Config) string {
 	if cfg.Traces == nil {
 		return "off"
 	}
@@ -313,7 +314,7 @@ func tracesDir(cfg *config) string {
 
 // newExecBackend builds a local-command backend. The configuration's env
 // is added to ahead's own environment, as for MCP upstreams.
-func newExecBackend(cfg *config, x *execBackendConfig) (backend.Backend, error) {
+func newExecBackend(cfg *config.Config, x *config.ExecBackend) (backend.Backend, error) {
 	opts := &cmdbackend.Options{Timeout: x.Timeout, MaxOutputBytes: x.MaxOutputBytes, Dir: x.Dir}
 	if len(x.Env) > 0 {
 		opts.Env = os.Environ()
@@ -323,7 +324,7 @@ func newExecBackend(cfg *config, x *execBackendConfig) (backend.Backend, error) 
 	}
 	b, err := cmdbackend.New(x.Command, opts)
 	if err != nil {
-		return nil, cfg.errorAt(x.commandPos, "%v", err)
+		return nil, cfg.ErrorAt(x.CommandPos, "%v", err)
 	}
 	return b, nil
 }

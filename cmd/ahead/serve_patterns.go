@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
@@ -27,7 +28,7 @@ var _ engine.Predictor = (*patternPredictor)(nil)
 // field (a file written by ahead mine) and starts the online predictor.
 // With learning on, the counts learnt from live traffic are checkpointed
 // atomically every pc.CheckpointEvery and once more by close.
-func loadPredictor(pc *patternsConfig, logger *slog.Logger) (*patternPredictor, error) {
+func loadPredictor(pc *config.Patterns, logger *slog.Logger) (*patternPredictor, error) {
 	pool, err := pattern.Load(pc.Pool)
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %w", err)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -403,11 +404,11 @@ func TestServeQuiesce(t *testing.T) {
 	tools := newToolServer(t)
 	dir := t.TempDir()
 	minePool(t, filepath.Join(dir, "pool.json"))
-	cfg, err := parseConfig([]byte(`
+	cfg, err := (&config.Loader{Dir: dir}).Parse("a.yaml", []byte(`
 patterns: {pool: ./pool.json, learn: false}
 backends: {web: {http: {url: "`+tools.URL+`/tools/{tool}"}}}
 speculation_policy: {tools: {fetch: {allow: true}}}
-`), "a.yaml", dir, testEnv)
+`))
 	if err != nil {
 		t.Fatal(err)
 	}

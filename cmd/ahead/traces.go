@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -80,65 +76,9 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 
 // writeTrace writes events to name (gzipped for .gz, stdout for "-"),
 // replacing the file only once it is complete.
-func writeTrace(e *env, name string, events []trace.Event) (err error) {
-	var dst io.Writer
-	var f *os.File
+func writeTrace(e *env, name string, events []trace.Event) error {
 	if name == "-" {
-		dst = e.stdout
-	} else {
-		f, err = os.CreateTemp(dirOf(name), ".import-*")
-		if err != nil {
-			return err
-		}
-		if err = f.Chmod(0o644); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return err
-		}
-		defer func() {
-			if err != nil {
-				f.Close()
-				os.Remove(f.Name())
-			}
-		}()
-		dst = f
+		return trace.Encode(e.stdout, events, false)
 	}
-	bw := bufio.NewWriter(dst)
-	var w io.Writer = bw
-	var zw *gzip.Writer
-	if strings.HasSuffix(name, ".gz") {
-		zw = gzip.NewWriter(bw)
-		w = zw
-	}
-	for _, ev := range events {
-		if err := trace.EncodeLine(w, ev); err != nil {
-			return err
-		}
-	}
-	if zw != nil {
-		if err := zw.Close(); err != nil {
-			return err
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if f == nil {
-		return nil
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), name)
-}
-
-func dirOf(name string) string {
-	i := strings.LastIndexAny(name, `/\`)
-	if i < 0 {
-		return "."
-	}
-	if i == 0 {
-		return "/"
-	}
-	return name[:i]
+	return trace.WriteFile(name, events)
 }

@@ -1,7 +1,9 @@
-package main
+package config_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/mcpproxy"
-	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
 )
 
@@ -20,7 +22,21 @@ func testEnv(name string) (string, bool) {
 	return v, ok
 }
 
-func TestParseConfigIssueExample(t *testing.T) {
+// parse parses data as the file a.yaml in /d, as ahead serve needs it.
+func parse(data string) (*config.Config, error) {
+	return (&config.Loader{Dir: "/d", LookupEnv: testEnv}).Parse("a.yaml", []byte(data))
+}
+
+// ignorePos leaves out what only the error messages use.
+var ignorePos = []cmp.Option{
+	cmpopts.IgnoreUnexported(config.Config{}),
+	cmpopts.IgnoreFields(config.Backend{}, "Pos"),
+	cmpopts.IgnoreFields(config.HTTPBackend{}, "URLPos"),
+	cmpopts.IgnoreFields(config.ExecBackend{}, "CommandPos"),
+	cmpopts.IgnoreFields(mcpproxy.Upstream{}, "Transport"),
+}
+
+func TestParseIssueExample(t *testing.T) {
 	// The shape of issue 2, §8, plus the brief's options.
 	const file = `
 listen: 127.0.0.1:7777
@@ -48,56 +64,68 @@ engine: {spec_budget: 8, ttl: 60s, idle_timeout: 10m, max_bytes: 64MiB, min_prob
 max_body: 1MiB
 shutdown_grace: 5s
 `
-	c, err := parseConfig([]byte(file), "ahead.yaml", "/etc/ahead", testEnv)
+	c, err := (&config.Loader{Dir: "/etc/ahead", LookupEnv: testEnv}).Parse("ahead.yaml", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &config{
-		file: "ahead.yaml", dir: "/etc/ahead",
+	want := &config.Config{
 		Listen:        "127.0.0.1:7777",
 		MaxBody:       1 << 20,
 		ShutdownGrace: 5 * time.Second,
-		Patterns:      &patternsConfig{Pool: "/etc/ahead/pool.json", Learn: true, Checkpoint: "/etc/ahead/pool.json", CheckpointEvery: defaultCheckpointEvery},
-		Traces:        &tracesConfig{Dir: "/etc/ahead/traces"},
-		Backends: []backendConfig{
+		Patterns:      &config.Patterns{Pool: "/etc/ahead/pool.json", Learn: true, Checkpoint: "/etc/ahead/pool.json", CheckpointEvery: config.DefaultCheckpointEvery},
+		Traces:        &config.Traces{Dir: "/etc/ahead/traces"},
+		Backends: []config.Backend{
 			{
 				Name: "web",
-				HTTP: &httpBackendConfig{URL: "http://127.0.0.1:9000/{tool}", Timeout: 10 * time.Second,
+				HTTP: &config.HTTPBackend{URL: "http://127.0.0.1:9000/{tool}", Timeout: 10 * time.Second,
 					Headers: map[string]string{"Authorization": "Bearer s3cret"}},
 				Tools:  []string{"search", "fetch", "delete"},
 				Limits: sched.Limits{Slots: 8, Reserve: 1, SpecBudget: 4, Rate: 20, Burst: 5},
 			},
 			{
 				Name: "local",
-				Exec: &execBackendConfig{Command: []string{"/etc/ahead/tool.sh", "{tool}"}, Timeout: 30 * time.Second, Dir: "/etc/ahead"},
+				Exec: &config.ExecBackend{Command: []string{"/etc/ahead/tool.sh", "{tool}"}, Timeout: 30 * time.Second, Dir: "/etc/ahead"},
 			},
 		},
-		Engine: engineConfig{SpecBudget: 8, TTL: time.Minute, IdleTimeout: 10 * time.Minute, MaxBytes: 64 << 20, MinProbability: 0.1, Amplification: 1.5, AmplificationBurst: 20},
+		Engine: config.Engine{SpecBudget: 8, TTL: time.Minute, IdleTimeout: 10 * time.Minute, MaxBytes: 64 << 20, MinProbability: 0.1, Amplification: 1.5, AmplificationBurst: 20},
 	}
+	pol := c.Policy
 	c.Policy = nil // checked below: the policy package owns its parsing
-	opts := []cmp.Option{cmp.AllowUnexported(config{}), cmpopts.IgnoreUnexported(backendConfig{}, httpBackendConfig{}, execBackendConfig{})}
-	if diff := cmp.Diff(want, c, opts...); diff != "" {
+	if diff := cmp.Diff(want, c, ignorePos...); diff != "" {
 		t.Errorf("config differs (-want +got):\n%s", diff)
 	}
-
-	c, _ = parseConfig([]byte(file), "ahead.yaml", "/etc/ahead", testEnv)
-	if got := c.Policy.Lookup("search"); !got.Allow || !got.Shared || got.TTL != 30*time.Second {
+	if got := pol.Lookup("search"); !got.Allow || !got.Shared || got.TTL != 30*time.Second {
 		t.Errorf("policy for search = %+v", got)
 	}
-	if got := c.Policy.Lookup("delete"); got.Allow || got.IsReadOnly() {
+	if got := pol.Lookup("delete"); got.Allow || got.IsReadOnly() {
 		t.Errorf("policy for delete = %+v, want a write that is never speculated", got)
 	}
-	if got, want := c.Backends[0].HTTP.urlPos, (position{7, 17, "backends.web.http.url"}); got != want {
-		t.Errorf("url position = %+v, want %+v", got, want)
+	for _, tc := range []struct {
+		name string
+		got  config.Pos
+		want config.Pos
+	}{
+		{"backend name", c.Backends[0].Pos, config.Pos{Line: 6, Column: 3, Field: "backends.web"}},
+		{"url", c.Backends[0].HTTP.URLPos, config.Pos{Line: 7, Column: 17, Field: "backends.web.http.url"}},
+		{"command", c.Backends[1].Exec.CommandPos, config.Pos{Line: 15, Column: 21, Field: "backends.local.exec.command"}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s position = %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+	}
+	// Errors found when building what the file configures are placed like
+	// the parse errors.
+	if got, want := c.ErrorAt(c.Backends[0].HTTP.URLPos, "bad %s", "template").Error(), "ahead.yaml:7:17: backends.web.http.url: bad template"; got != want {
+		t.Errorf("ErrorAt = %q, want %q", got, want)
 	}
 }
 
-func TestParseConfigDefaults(t *testing.T) {
-	c, err := parseConfig([]byte("backends:\n  all:\n    http: {url: 'http://h/{tool}'}\n"), "a.yaml", "/d", testEnv)
+func TestParseDefaults(t *testing.T) {
+	c, err := parse("backends:\n  all:\n    http: {url: 'http://h/{tool}'}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != defaultListen || c.ShutdownGrace != defaultShutdownGrace || c.Patterns != nil || c.Traces != nil || c.Policy != nil || c.MaxBody != 0 {
+	if c.Listen != config.DefaultListen || c.ShutdownGrace != config.DefaultShutdownGrace || c.Patterns != nil || c.Traces != nil || c.Policy != nil || c.MaxBody != 0 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if c.Backends[0].Tools != nil {
@@ -105,7 +133,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestParseConfigLongForms(t *testing.T) {
+func TestParseLongForms(t *testing.T) {
 	const file = `
 patterns: {pool: /p/pool.json, learn: false, checkpoint: learnt.json, checkpoint_every: 1m, max_predictions: 5}
 traces: {dir: /var/ahead, prefix: web, max_file_bytes: 10MB}
@@ -113,14 +141,14 @@ mcpServers:
   fs: {command: npx}
 trust_annotations: true
 `
-	c, err := parseConfig([]byte(file), "a.yaml", "/d", testEnv)
+	c, err := parse(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&patternsConfig{Pool: "/p/pool.json", Learn: false, Checkpoint: "/d/learnt.json", CheckpointEvery: time.Minute, MaxPredictions: 5}, c.Patterns); diff != "" {
+	if diff := cmp.Diff(&config.Patterns{Pool: "/p/pool.json", Learn: false, Checkpoint: "/d/learnt.json", CheckpointEvery: time.Minute, MaxPredictions: 5}, c.Patterns); diff != "" {
 		t.Errorf("patterns (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&tracesConfig{Dir: "/var/ahead", Prefix: "web", MaxFileBytes: 10e6}, c.Traces); diff != "" {
+	if diff := cmp.Diff(&config.Traces{Dir: "/var/ahead", Prefix: "web", MaxFileBytes: 10e6}, c.Traces); diff != "" {
 		t.Errorf("traces (-want +got):\n%s", diff)
 	}
 	if !c.TrustAnnotations {
@@ -131,10 +159,10 @@ trust_annotations: true
 	}
 }
 
-// TestParseConfigMCPOnly: the file ahead mcp --config reads (MCP servers
-// and what goes around them, no backends) is a complete configuration for
+// TestParseMCPOnly: the file ahead mcp --config reads (MCP servers and
+// what goes around them, no backends) is a complete configuration for
 // ahead serve too.
-func TestParseConfigMCPOnly(t *testing.T) {
+func TestParseMCPOnly(t *testing.T) {
 	const file = `
 mcpServers:
   fs:
@@ -148,7 +176,7 @@ patterns: pool.json
 traces: {dir: traces, prefix: agent}
 trust_annotations: true
 `
-	c, err := parseConfig([]byte(file), "a.yaml", "/d", testEnv)
+	c, err := parse(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +184,7 @@ trust_annotations: true
 		{Name: "fs", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv"}},
 		{Name: "search", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer x"}},
 	}
-	if diff := cmp.Diff(want, c.Upstreams, cmpopts.IgnoreFields(mcpproxy.Upstream{}, "Transport")); diff != "" {
+	if diff := cmp.Diff(want, c.Upstreams, ignorePos...); diff != "" {
 		t.Errorf("upstreams (-want +got):\n%s", diff)
 	}
 	if c.Patterns == nil || c.Patterns.Pool != "/d/pool.json" || c.Traces == nil || c.Traces.Dir != "/d/traces" || c.Traces.Prefix != "agent" ||
@@ -165,14 +193,15 @@ trust_annotations: true
 	}
 }
 
-// TestParseConfigBackendsOptional: ahead mcp may take its only upstream
-// from the command line, so a file without backends is complete for it.
-func TestParseConfigBackendsOptional(t *testing.T) {
+// TestParseBackendsOptional: ahead mcp may take its only upstream from the
+// command line, so a file without backends is complete for it.
+func TestParseBackendsOptional(t *testing.T) {
 	const file = "speculation_policy: {default: {allow: false}}\ntraces: t\n"
-	if _, err := parseConfig([]byte(file), "a.yaml", "/d", testEnv); err == nil || err.Error() != "a.yaml:1:1: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)" {
+	if _, err := parse(file); err == nil || err.Error() != "a.yaml:1:1: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)" {
 		t.Errorf("ahead serve's parse: error %v, want no backends", err)
 	}
-	c, err := parseConfigWith([]byte(file), "a.yaml", "/d", testEnv, configOptions{backendsOptional: true})
+	mcp := &config.Loader{BackendsOptional: true, Dir: "/d", LookupEnv: testEnv}
+	c, err := mcp.Parse("a.yaml", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,19 +209,20 @@ func TestParseConfigBackendsOptional(t *testing.T) {
 		t.Errorf("config = %+v", c)
 	}
 	// Everything else is checked as strictly.
-	_, err = parseConfigWith([]byte("traces: t\nlisten: x\n"), "a.yaml", "/d", testEnv, configOptions{backendsOptional: true})
+	_, err = mcp.Parse("a.yaml", []byte("traces: t\nlisten: x\n"))
 	if err == nil || err.Error() != `a.yaml:2:9: listen: want HOST:PORT, got "x"` {
 		t.Errorf("bad listen: error %v", err)
 	}
 }
 
-func TestParseConfigErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	const backend = "backends:\n  b:\n    http: {url: 'http://h/{tool}'}\n"
 	for _, tc := range []struct {
 		name, file string
 		want       []string // each error, in order
 	}{
 		{"empty", "", []string{"a.yaml:1: empty configuration file"}},
+		{"only comments", "# nothing\n", []string{"a.yaml:1: empty configuration file"}},
 		{"not yaml", "listen: [", []string{"a.yaml:1: invalid YAML: did not find expected node content"}},
 		{"two documents", backend + "---\nlisten: x\n", []string{"a.yaml:4:1: a configuration file holds one YAML document, found a second"}},
 		{"not a mapping", "- a\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
@@ -223,6 +253,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 0\n", []string{"a.yaml:4:12: backends.b.slots: must be at least 1, got 0"}},
 		{"reserve over slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 2\n    reserve: 3\n", []string{
 			"a.yaml:3:5: backends.b.reserve: reserve 3 is more than the backend's 2 slots"}},
+		{"spec_budget over free slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    reserve: 1\n    spec_budget: 4\n", []string{
+			"a.yaml:3:5: backends.b.spec_budget: spec_budget 4 is more than the 3 slots outside the reserve"}},
 		{"burst without rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    burst: 3\n", []string{"a.yaml:3:5: backends.b: burst and rate_reserve need a rate"}},
 		{"negative rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    rate: -1\n", []string{"a.yaml:4:11: backends.b.rate: must be a positive number, got -1"}},
 		{"tool listed twice", "backends:\n  a:\n    http: {url: 'http://h/'}\n    tools: [x, y]\n  b:\n    http: {url: 'http://h/'}\n    tools: [y]\n", []string{
@@ -242,6 +274,7 @@ func TestParseConfigErrors(t *testing.T) {
 			"a.yaml:4:58: engine.turbo: unknown field (want spec_budget, min_probability, amplification, amplification_burst, ttl, idle_timeout, default_duration, default_think, start_deadline, max_session_entries, max_session_bytes, max_entries, max_bytes or sweep_interval)"}},
 		{"patterns without pool", backend + "patterns: {learn: true}\n", []string{"a.yaml:4:11: patterns.pool: missing: the pattern pool file (from ahead mine)"}},
 		{"patterns empty", backend + "patterns: ''\n", []string{"a.yaml:4:11: patterns: empty path"}},
+		{"traces without dir", backend + "traces: {prefix: a}\n", []string{"a.yaml:4:9: traces.dir: missing: the directory to record traces in"}},
 		{"traces prefix with slash", backend + "traces: {dir: t, prefix: a/b}\n", []string{`a.yaml:4:26: traces.prefix: want a file name prefix without slashes, got "a/b"`}},
 		{"bad policy", backend + "speculation_policy:\n  tools:\n    x: {allow: maybe}\n", []string{
 			`a.yaml:6:16: speculation_policy.tools.x.allow: want true or false, got "maybe"`}},
@@ -264,9 +297,9 @@ func TestParseConfigErrors(t *testing.T) {
 			"a.yaml:3:5: backends.b: want exactly one of http or exec"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig([]byte(tc.file), "a.yaml", "/d", testEnv)
+			c, err := parse(tc.file)
 			if err == nil {
-				t.Fatalf("parseConfig accepted it: %+v", c)
+				t.Fatalf("Parse accepted it: %+v", c)
 			}
 			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
 				t.Errorf("errors differ (-want +got):\n%s", diff)
@@ -275,36 +308,92 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig checks that parseConfig never panics, and that every
-// error it reports is positioned in the file.
-func FuzzParseConfig(f *testing.F) {
-	for _, s := range []string{
-		"backends:\n  b:\n    http: {url: 'http://h/{tool}'}\n    tools: [a]\n",
-		"listen: 127.0.0.1:0\nbackends: {b: {exec: {command: [x, '{tool}'], timeout: 1s}, slots: 2}}\n",
-		"patterns: p.json\ntraces: {dir: t}\nengine: {ttl: 1m, max_bytes: 1GiB}\nbackends: {a: {http: {url: 'http://x/'}}}\n",
-		"a: &x [*x]\n", "backends: {b: &y {http: *y}}\n", "speculation_policy: {default: {allow: true}}\n",
-		"backends:\n  b:\n    http: {url: u, headers: {A: '${TOKEN}${EMPTY}$'}}\n",
-		"mcpServers: {fs: {command: npx, args: [a], cwd: d}, web: {url: 'http://h/mcp', type: http}}\ntrust_annotations: true\n",
-	} {
-		f.Add([]byte(s))
+// TestLoad reads a file from disk: relative paths start at its directory,
+// and ${VAR} comes from the process's environment.
+func TestLoad(t *testing.T) {
+	t.Setenv("AHEAD_CONFIG_TEST_TOKEN", "s3cret")
+	c, err := config.Load(filepath.Join("testdata", "ahead.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseConfig(data, "a.yaml", "/d", testEnv)
-		if err == nil {
-			if c.Listen == "" || c.ShutdownGrace <= 0 || (len(c.Backends) == 0 && len(c.Upstreams) == 0) {
-				t.Fatalf("accepted an incomplete config: %+v", c)
-			}
-			return
-		}
-		for _, line := range strings.Split(err.Error(), "\n") {
-			if !strings.HasPrefix(line, "a.yaml:") {
-				t.Fatalf("error without position: %q", line)
-			}
-		}
-		var ce *configError
-		var pe *policy.Error
-		if !errors.As(err, &ce) && !errors.As(err, &pe) {
-			t.Fatalf("error of type %T", err)
-		}
-	})
+	dir, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.Config{
+		Listen:        "127.0.0.1:7777",
+		MaxBody:       1 << 20,
+		ShutdownGrace: 5 * time.Second,
+		Patterns: &config.Patterns{Pool: filepath.Join(dir, "pool.json"), Learn: true, Checkpoint: filepath.Join(dir, "learnt", "pool.json"),
+			CheckpointEvery: time.Minute, MaxPredictions: 5},
+		Traces: &config.Traces{Dir: filepath.Join(dir, "traces"), Prefix: "web", MaxFileBytes: 10e6},
+		Backends: []config.Backend{
+			{
+				Name: "web",
+				HTTP: &config.HTTPBackend{URL: "http://127.0.0.1:9000/tools/{tool}", Timeout: 10 * time.Second,
+					Headers: map[string]string{"Authorization": "Bearer s3cret"}, MaxResponseBytes: 8 << 20},
+				Tools:  []string{"search", "fetch", "delete"},
+				Limits: sched.Limits{Slots: 8, Reserve: 1, SpecBudget: 4, Rate: 20, Burst: 5, RateReserve: 1},
+			},
+			{
+				Name: "local",
+				Exec: &config.ExecBackend{Command: []string{filepath.Join(dir, "tool.sh"), "{tool}"}, Timeout: 30 * time.Second, Dir: dir,
+					Env: map[string]string{"PYTHONUNBUFFERED": "1"}, MaxOutputBytes: 1 << 20},
+			},
+		},
+		Engine: config.Engine{SpecBudget: 16, MinProbability: 0.05, TTL: time.Minute, MaxBytes: 64 << 20},
+		Upstreams: []mcpproxy.Upstream{{Name: "fs", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "data"},
+			Dir: filepath.Join(dir, "data"), Prefix: "fs_"}},
+		TrustAnnotations: true,
+	}
+	if diff := cmp.Diff(want, c, append(ignorePos, cmpopts.IgnoreFields(config.Config{}, "Policy"))...); diff != "" {
+		t.Errorf("config differs (-want +got):\n%s", diff)
+	}
+	if !c.Policy.Lookup("fetch").Allow {
+		t.Errorf("policy for fetch = %+v, want allowed", c.Policy.Lookup("fetch"))
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := config.Load(filepath.Join(dir, "none.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "reading config: ") {
+		t.Errorf("missing file: error %v, want reading config: ... not exist", err)
+	}
+	file := filepath.Join(dir, "ahead.yaml")
+	if err := os.WriteFile(file, []byte("backends:\n  web:\n    http: {url: 'http://h/', headers: {A: '${AHEAD_CONFIG_TEST_UNSET}'}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(file)
+	if want := file + ":3:43: backends.web.http.headers.A: environment variable AHEAD_CONFIG_TEST_UNSET is not set"; err == nil || err.Error() != want {
+		t.Errorf("unset variable: error %v, want %s", err, want)
+	}
+	if e, ok := errors.AsType[*config.Error](err); !ok || e.Line != 3 || e.Field != "backends.web.http.headers.A" {
+		t.Errorf("error %#v, want a *config.Error on line 3", err)
+	}
+	if _, err := (&config.Loader{BackendsOptional: true}).Load(file); err == nil {
+		t.Errorf("a Loader for ahead mcp accepted the unset variable")
+	}
+}
+
+// TestREADMEExample: the configuration README.md shows is one ahead serve
+// accepts.
+func TestREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Configuration")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no yaml block under ## Configuration")
+	}
+	env := func(name string) (string, bool) { return "x", name == "SEARCH_TOKEN" }
+	c, err := (&config.Loader{Dir: "/etc/ahead", LookupEnv: env}).Parse("README.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Backends) != 2 || c.Policy == nil || c.Patterns == nil || c.Traces == nil {
+		t.Errorf("README example: %+v", c)
+	}
 }

@@ -1,0 +1,275 @@
+// Package evaluate measures prediction quality on recorded traces, for
+// `ahead eval`: it replays each session in order, asks a predictor before
+// each call (with what happened before it in its session), and scores the
+// ranked predictions ahead would speculate from next to a baseline's:
+//
+//	tool_at_k   the call's tool is among the first k distinct predicted tools
+//	exact_at_k  one of the first k predictions is the call itself (same call key)
+//
+// A session's first call is predicted from the session start alone (what
+// ahead speculates on when a session begins), and is also scored apart.
+// Loading traces and pools, and training the baseline, are the caller's.
+package evaluate
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// A Predictor is what Run asks before each call: predict.Online and
+// predict.NGram are ones.
+type Predictor interface {
+	// Start predicts a session's first call.
+	Start(session string) []predict.Prediction
+	// Observe records a call and predicts the next.
+	Observe(ev trace.Event) []predict.Prediction
+	// Forget drops a finished session.
+	Forget(session string)
+}
+
+// Options are Run's optional settings; the zero value (or nil) is ready.
+type Options struct {
+	// Predictions, when not nil, receives each call's ranked predictions
+	// (the predictor's, not the baseline's) as a JSON line:
+	// {"session", "seq", "predictions"}.
+	Predictions io.Writer
+	// BaselineInSample says the baseline was trained on the evaluated
+	// sessions themselves; the result reports it, and its table marks the
+	// baseline's figures as flattering.
+	BaselineInSample bool
+}
+
+// Run replays sessions through p and baseline and scores them. It stops
+// with ctx's error between sessions once ctx is done.
+func Run(ctx context.Context, sessions []trace.Session, p, baseline Predictor, opts *Options) (*Result, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	var pw *bufio.Writer
+	if o.Predictions != nil {
+		pw = bufio.NewWriter(o.Predictions)
+	}
+	res := &Result{Sessions: len(sessions), BaselineInSample: o.BaselineInSample, tools: make(map[string]*Tool)}
+	for _, s := range sessions {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// Before the first call: the session start's predictions.
+		preds, base := p.Start(s.ID), baseline.Start(s.ID)
+		for _, ev := range s.Events {
+			key, kerr := callkey.Make(ev.Tool, ev.Args)
+			tr := res.tools[ev.Tool]
+			if tr == nil {
+				tr = &Tool{Tool: ev.Tool}
+				res.tools[ev.Tool] = tr
+			}
+			if ev.Seq == s.Events[0].Seq {
+				res.First++
+			} else {
+				res.later.add(ev.Tool, key, kerr == nil, preds)
+			}
+			res.ahead.add(ev.Tool, key, kerr == nil, preds)
+			res.ngram.add(ev.Tool, key, kerr == nil, base)
+			tr.ahead.add(ev.Tool, key, kerr == nil, preds)
+			tr.ngram.add(ev.Tool, key, kerr == nil, base)
+			if pw != nil {
+				if err := writePredictions(pw, ev, preds); err != nil {
+					return nil, err
+				}
+			}
+			preds = p.Observe(ev)
+			base = baseline.Observe(ev)
+		}
+		p.Forget(s.ID)
+		baseline.Forget(s.ID)
+	}
+	if pw != nil {
+		if err := pw.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	res.finish()
+	return res, nil
+}
+
+func writePredictions(w io.Writer, ev trace.Event, preds []predict.Prediction) error {
+	if preds == nil {
+		preds = []predict.Prediction{}
+	}
+	line := struct {
+		Session     string               `json:"session"`
+		Seq         int                  `json:"seq"`
+		Predictions []predict.Prediction `json:"predictions"`
+	}{ev.Session, ev.Seq, preds}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// scores counts hits of one predictor.
+type scores struct {
+	calls, t1, t3, e1, e3, e5 int
+}
+
+func (s *scores) add(tool string, key callkey.Key, keyOK bool, preds []predict.Prediction) {
+	s.calls++
+	var tools []string
+	for _, p := range preds {
+		if !slices.Contains(tools, p.Tool) {
+			tools = append(tools, p.Tool)
+		}
+	}
+	if i := slices.Index(tools, tool); i >= 0 {
+		if i < 1 {
+			s.t1++
+		}
+		if i < 3 {
+			s.t3++
+		}
+	}
+	if !keyOK {
+		return
+	}
+	for i, p := range preds {
+		if i >= 5 {
+			break
+		}
+		if p.Args == nil || p.Tool != tool {
+			continue
+		}
+		pk, err := callkey.Make(p.Tool, p.Args)
+		if err != nil || pk != key {
+			continue
+		}
+		if i < 1 {
+			s.e1++
+		}
+		if i < 3 {
+			s.e3++
+		}
+		s.e5++
+		break
+	}
+}
+
+// Metrics are the prediction metrics of DESIGN.md: the share of calls
+// each hit.
+type Metrics struct {
+	ToolAt1  float64 `json:"tool_at_1"`
+	ToolAt3  float64 `json:"tool_at_3"`
+	ExactAt1 float64 `json:"exact_at_1"`
+	ExactAt3 float64 `json:"exact_at_3"`
+	ExactAt5 float64 `json:"exact_at_5"`
+}
+
+func (s *scores) metrics() Metrics {
+	r := func(n int) float64 {
+		if s.calls == 0 {
+			return 0
+		}
+		return float64(n) / float64(s.calls)
+	}
+	return Metrics{r(s.t1), r(s.t3), r(s.e1), r(s.e3), r(s.e5)}
+}
+
+// Tool is the metrics of the calls of one tool.
+type Tool struct {
+	Tool  string  `json:"tool"`
+	Calls int     `json:"calls"`
+	Ahead Metrics `json:"ahead"`
+	NGram Metrics `json:"ngram"`
+	ahead scores
+	ngram scores
+}
+
+// Result is an evaluation's figures; "ahead" is the predictor's, "ngram"
+// the baseline's.
+type Result struct {
+	Sessions         int     `json:"sessions"`
+	Calls            int     `json:"calls"`
+	First            int     `json:"first_calls"`
+	BaselineInSample bool    `json:"baseline_in_sample"`
+	Ahead            Metrics `json:"ahead"`
+	NGram            Metrics `json:"ngram"`
+	// AheadLater leaves out the sessions' first calls.
+	AheadLater Metrics `json:"ahead_after_first_calls"`
+	// Tools are the tools' metrics, by calls (most first), then name.
+	Tools        []*Tool `json:"tools"`
+	ahead, ngram scores
+	later        scores
+	tools        map[string]*Tool
+}
+
+func (r *Result) finish() {
+	r.Calls = r.ahead.calls
+	r.Ahead, r.NGram = r.ahead.metrics(), r.ngram.metrics()
+	r.AheadLater = r.later.metrics()
+	for _, t := range r.tools {
+		t.Calls = t.ahead.calls
+		t.Ahead, t.NGram = t.ahead.metrics(), t.ngram.metrics()
+		r.Tools = append(r.Tools, t)
+	}
+	slices.SortFunc(r.Tools, func(a, b *Tool) int {
+		if a.Calls != b.Calls {
+			return b.Calls - a.Calls
+		}
+		return strings.Compare(a.Tool, b.Tool)
+	})
+}
+
+// WriteJSON writes r as one indented JSON object.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes r as text tables: the metrics side by side, then per
+// tool.
+func (r *Result) WriteTable(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%d calls in %d sessions (%d first calls, predicted from the session start alone)\n\n", r.Calls, r.Sessions, r.First)
+	base := "n-gram"
+	if r.BaselineInSample {
+		base = "n-gram*"
+	}
+	fmt.Fprintf(bw, "%-12s %7s %8s\n", "", "ahead", base)
+	rows := []struct {
+		name string
+		a, b float64
+	}{
+		{"tool_at_1", r.Ahead.ToolAt1, r.NGram.ToolAt1},
+		{"tool_at_3", r.Ahead.ToolAt3, r.NGram.ToolAt3},
+		{"exact_at_1", r.Ahead.ExactAt1, r.NGram.ExactAt1},
+		{"exact_at_3", r.Ahead.ExactAt3, r.NGram.ExactAt3},
+		{"exact_at_5", r.Ahead.ExactAt5, r.NGram.ExactAt5},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(bw, "%-12s %7.3f %8.3f\n", row.name, row.a, row.b)
+	}
+	if r.BaselineInSample {
+		fmt.Fprintf(bw, "(* trained on the evaluated traces themselves: give --train or a split)\n")
+	}
+	l := r.AheadLater
+	fmt.Fprintf(bw, "ahead without the first calls: tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
+		l.ToolAt1, l.ToolAt3, l.ExactAt1, l.ExactAt3, l.ExactAt5)
+	fmt.Fprintf(bw, "\nper tool (ahead / %s):\n%-32s %6s  %-13s %-13s\n", base, "tool", "calls", "tool_at_1", "exact_at_3")
+	for _, t := range r.Tools {
+		fmt.Fprintf(bw, "%-32s %6d  %.3f / %.3f  %.3f / %.3f\n", t.Tool, t.Calls, t.Ahead.ToolAt1, t.NGram.ToolAt1, t.Ahead.ExactAt3, t.NGram.ExactAt3)
+	}
+	return bw.Flush()
+}

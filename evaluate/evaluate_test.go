@@ -1,0 +1,192 @@
+package evaluate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func pred(tool, args string) predict.Prediction {
+	p := predict.Prediction{Tool: tool, P: 0.5}
+	if args != "" {
+		p.Args = json.RawMessage(args)
+	}
+	return p
+}
+
+func TestScores(t *testing.T) {
+	const tool, args = "read", `{"path": "a", "n": 1}`
+	for _, tc := range []struct {
+		name  string
+		preds []predict.Prediction
+		keyOK bool
+		want  Metrics
+	}{
+		{"nothing predicted", nil, true, Metrics{}},
+		{"exact first", []predict.Prediction{pred("read", `{"n":1,"path":"a"}`)}, true, Metrics{1, 1, 1, 1, 1}},
+		{"tool only first", []predict.Prediction{pred("read", "")}, true, Metrics{ToolAt1: 1, ToolAt3: 1}},
+		{"other arguments", []predict.Prediction{pred("read", `{"path":"b","n":1}`)}, true, Metrics{ToolAt1: 1, ToolAt3: 1}},
+		{"exact second, same tool first", []predict.Prediction{pred("read", `{"path":"b"}`), pred("read", args)}, true,
+			Metrics{ToolAt1: 1, ToolAt3: 1, ExactAt3: 1, ExactAt5: 1}},
+		// A tool's rank counts distinct tools: the repeats of list do not push read back.
+		{"tool third distinct", []predict.Prediction{pred("list", ""), pred("list", `{}`), pred("find", ""), pred("read", args)}, true,
+			Metrics{ToolAt3: 1, ExactAt5: 1}},
+		{"tool fourth distinct", []predict.Prediction{pred("a", ""), pred("b", ""), pred("c", ""), pred("read", "")}, true, Metrics{}},
+		{"exact sixth", []predict.Prediction{pred("read", `{}`), pred("read", `{}`), pred("read", `{}`), pred("read", `{}`), pred("read", `{}`), pred("read", args)}, true,
+			Metrics{ToolAt1: 1, ToolAt3: 1}},
+		{"call without a key", []predict.Prediction{pred("read", args)}, false, Metrics{ToolAt1: 1, ToolAt3: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := callkey.Make(tool, json.RawMessage(args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s scores
+			s.add(tool, k, tc.keyOK, tc.preds)
+			if diff := cmp.Diff(tc.want, s.metrics()); diff != "" {
+				t.Errorf("metrics (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// script predicts from a table: after the call with a given tool (or at
+// the session start, ""), the listed predictions.
+type script map[string][]predict.Prediction
+
+func (s script) Start(string) []predict.Prediction           { return s[""] }
+func (s script) Observe(ev trace.Event) []predict.Prediction { return s[ev.Tool] }
+func (s script) Forget(string)                               {}
+
+var _ Predictor = script(nil)
+
+func sessions() []trace.Session {
+	call := func(session string, seq int, tool, args string) trace.Event {
+		return trace.Event{Session: session, Seq: seq, Tool: tool, Args: json.RawMessage(args)}
+	}
+	return []trace.Session{
+		{ID: "s1", Events: []trace.Event{call("s1", 0, "list", `{}`), call("s1", 1, "read", `{"path":"a"}`), call("s1", 2, "read", `{"path":"b"}`)}},
+		{ID: "s2", Events: []trace.Event{call("s2", 3, "list", `{}`), call("s2", 4, "write", `{"path":"a"}`)}},
+	}
+}
+
+func TestRun(t *testing.T) {
+	ahead := script{
+		"":     {pred("list", "")},
+		"list": {pred("read", `{"path":"a"}`), pred("write", "")},
+		"read": {pred("read", `{"path":"b"}`)},
+	}
+	baseline := script{"list": {pred("read", "")}}
+	var lines bytes.Buffer
+	res, err := Run(t.Context(), sessions(), ahead, baseline, &Options{Predictions: &lines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sessions != 2 || res.Calls != 5 || res.First != 2 || res.BaselineInSample {
+		t.Errorf("counts: %+v", res)
+	}
+	// ahead: list ×2 (tool 1st), read a (exact 1st), read b (exact 1st),
+	// write (tool 2nd).
+	if diff := cmp.Diff(Metrics{ToolAt1: 4.0 / 5, ToolAt3: 1, ExactAt1: 2.0 / 5, ExactAt3: 2.0 / 5, ExactAt5: 2.0 / 5}, res.Ahead); diff != "" {
+		t.Errorf("ahead (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Metrics{ToolAt1: 1.0 / 5, ToolAt3: 1.0 / 5}, res.NGram); diff != "" {
+		t.Errorf("baseline (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Metrics{ToolAt1: 2.0 / 3, ToolAt3: 1, ExactAt1: 2.0 / 3, ExactAt3: 2.0 / 3, ExactAt5: 2.0 / 3}, res.AheadLater); diff != "" {
+		t.Errorf("ahead after the first calls (-want +got):\n%s", diff)
+	}
+	var order []string
+	for _, tr := range res.Tools {
+		order = append(order, tr.Tool)
+	}
+	if diff := cmp.Diff([]string{"list", "read", "write"}, order); diff != "" {
+		t.Errorf("tools by calls, then name (-want +got):\n%s", diff)
+	}
+	if got := strings.Count(lines.String(), "\n"); got != res.Calls {
+		t.Errorf("%d prediction lines, want one per call (%d):\n%s", got, res.Calls, lines.String())
+	}
+	first, _, _ := strings.Cut(lines.String(), "\n")
+	if want := `{"session":"s1","seq":0,"predictions":[{"tool":"list","p":0.5}]}`; first != want {
+		t.Errorf("first prediction line %s, want %s", first, want)
+	}
+	if !strings.Contains(lines.String(), `{"session":"s2","seq":4,"predictions":[{"tool":"read","args":{"path":"a"},"p":0.5},{"tool":"write","p":0.5}]}`) {
+		t.Errorf("prediction lines:\n%s", lines.String())
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Run(ctx, sessions(), script{}, script{}, nil); err == nil {
+		t.Error("Run of a cancelled context succeeded")
+	}
+}
+
+// TestWriteTable compares the text tables with testdata/*.golden (go
+// test -update rewrites them).
+func TestWriteTable(t *testing.T) {
+	ahead := script{"": {pred("list", "")}, "list": {pred("read", `{"path":"a"}`)}}
+	for _, tc := range []struct {
+		name     string
+		inSample bool
+	}{
+		{"table", false},
+		{"table_in_sample", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run(t.Context(), sessions(), ahead, script{}, &Options{BaselineInSample: tc.inSample})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := res.WriteTable(&got); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.name+".golden", got.Bytes())
+		})
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	ahead := script{"": {pred("list", "")}, "list": {pred("read", `{"path":"a"}`)}}
+	res, err := Run(t.Context(), sessions(), ahead, script{"list": {pred("read", "")}}, &Options{BaselineInSample: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := res.WriteJSON(&got); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "result.json", got.Bytes())
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got):\n%s", file, diff)
+	}
+}
