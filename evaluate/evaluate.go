@@ -6,8 +6,17 @@
 //	tool_at_k   the call's tool is among the first k distinct predicted tools
 //	exact_at_k  one of the first k predictions is the call itself (same call key)
 //
-// A session's first call is predicted from the session start alone (what
-// ahead speculates on when a session begins), and is also scored apart.
+// A session's first call is predicted from the session start (what ahead
+// speculates on when a session begins) and what was said before it, and
+// is also scored apart. Sessions with a conversation are replayed in the
+// order things became known (trace.Known): a predictor that listens
+// (predict.Hearer) hears each message then, never the text of the model
+// turn whose calls it predicts; the ranked list for a call merges
+// (predict.Merge) what was predicted since the call before it.
+//
+// Calibration checks that P means what it says: the predictions made when
+// each step's think window opens are binned by P, and each bin's share of
+// predictions whose call the agent made in that step is reported.
 // Loading traces and pools, and training the baseline, are the caller's.
 package evaluate
 
@@ -66,8 +75,23 @@ func Run(ctx context.Context, sessions []trace.Session, p, baseline Predictor, o
 		}
 		// Before the first call: the session start's predictions.
 		preds, base := p.Start(s.ID), baseline.Start(s.ID)
-		for _, ev := range s.Events {
+		hearer, _ := p.(predict.Hearer)
+		steps := stepKeys(s)
+		ci := 0
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				if hearer != nil {
+					if h := hearer.Hear(ev); len(h) > 0 {
+						preds = predict.Merge(preds, h)
+					}
+				}
+				continue
+			}
 			key, kerr := callkey.Make(ev.Tool, ev.Args)
+			if ci == 0 || ev.Step != s.Events[ci-1].Step || ev.Step == 0 {
+				res.calib.add(preds, steps[ci])
+			}
+			ci++
 			tr := res.tools[ev.Tool]
 			if tr == nil {
 				tr = &Tool{Tool: ev.Tool}
@@ -75,6 +99,7 @@ func Run(ctx context.Context, sessions []trace.Session, p, baseline Predictor, o
 			}
 			if ev.Seq == s.Events[0].Seq {
 				res.First++
+				res.first.add(ev.Tool, key, kerr == nil, preds)
 			} else {
 				res.later.add(ev.Tool, key, kerr == nil, preds)
 			}
@@ -205,12 +230,19 @@ type Result struct {
 	BaselineInSample bool    `json:"baseline_in_sample"`
 	Ahead            Metrics `json:"ahead"`
 	NGram            Metrics `json:"ngram"`
-	// AheadLater leaves out the sessions' first calls.
+	// AheadLater leaves out the sessions' first calls; AheadFirst has
+	// only them.
 	AheadLater Metrics `json:"ahead_after_first_calls"`
+	AheadFirst Metrics `json:"ahead_first_calls"`
+	// Calibration bins the predictions made as each step's think window
+	// opened by P (tenths), with how often their call was made in that
+	// step.
+	Calibration []Bin `json:"calibration"`
 	// Tools are the tools' metrics, by calls (most first), then name.
 	Tools        []*Tool `json:"tools"`
 	ahead, ngram scores
-	later        scores
+	later, first scores
+	calib        calibration
 	tools        map[string]*Tool
 }
 
@@ -218,6 +250,8 @@ func (r *Result) finish() {
 	r.Calls = r.ahead.calls
 	r.Ahead, r.NGram = r.ahead.metrics(), r.ngram.metrics()
 	r.AheadLater = r.later.metrics()
+	r.AheadFirst = r.first.metrics()
+	r.Calibration = r.calib.bins()
 	for _, t := range r.tools {
 		t.Calls = t.ahead.calls
 		t.Ahead, t.NGram = t.ahead.metrics(), t.ngram.metrics()
@@ -267,9 +301,93 @@ func (r *Result) WriteTable(w io.Writer) error {
 	l := r.AheadLater
 	fmt.Fprintf(bw, "ahead without the first calls: tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
 		l.ToolAt1, l.ToolAt3, l.ExactAt1, l.ExactAt3, l.ExactAt5)
+	f := r.AheadFirst
+	fmt.Fprintf(bw, "ahead on the first calls:      tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
+		f.ToolAt1, f.ToolAt3, f.ExactAt1, f.ExactAt3, f.ExactAt5)
+	if len(r.Calibration) > 0 {
+		fmt.Fprintf(bw, "\ncalibration (predictions as each step's think window opens; hit: the call was made in that step):\n%-9s %8s %8s %8s\n", "p", "count", "mean p", "hit rate")
+		for _, b := range r.Calibration {
+			fmt.Fprintf(bw, "%.1f–%.1f  %8d %8.3f %8.3f\n", b.Lo, b.Hi, b.Count, b.MeanP, b.HitRate)
+		}
+	}
 	fmt.Fprintf(bw, "\nper tool (ahead / %s):\n%-32s %6s  %-13s %-13s\n", base, "tool", "calls", "tool_at_1", "exact_at_3")
 	for _, t := range r.Tools {
 		fmt.Fprintf(bw, "%-32s %6d  %.3f / %.3f  %.3f / %.3f\n", t.Tool, t.Calls, t.Ahead.ToolAt1, t.NGram.ToolAt1, t.Ahead.ExactAt3, t.NGram.ExactAt3)
 	}
 	return bw.Flush()
+}
+
+// stepKeys returns, for each call of s, the call keys (and, for tool-only
+// predictions, the tools as keys without arguments) of the calls of its
+// step.
+func stepKeys(s trace.Session) []map[callkey.Key]bool {
+	out := make([]map[callkey.Key]bool, len(s.Events))
+	for i := 0; i < len(s.Events); {
+		j := i + 1
+		for j < len(s.Events) && s.Events[i].Step != 0 && s.Events[j].Step == s.Events[i].Step {
+			j++
+		}
+		keys := make(map[callkey.Key]bool)
+		for _, ev := range s.Events[i:j] {
+			keys[callkey.Key{Tool: ev.Tool}] = true
+			if k, err := callkey.Make(ev.Tool, ev.Args); err == nil {
+				keys[k] = true
+			}
+		}
+		for k := i; k < j; k++ {
+			out[k] = keys
+		}
+		i = j
+	}
+	return out
+}
+
+// Bin is one calibration bin: predictions with P in [Lo, Hi).
+type Bin struct {
+	Lo      float64 `json:"lo"`
+	Hi      float64 `json:"hi"`
+	Count   int     `json:"count"`
+	MeanP   float64 `json:"mean_p"`
+	HitRate float64 `json:"hit_rate"`
+}
+
+// calibration counts predictions and hits in tenths of P.
+type calibration struct {
+	n, hits [10]int
+	sumP    [10]float64
+}
+
+func (c *calibration) add(preds []predict.Prediction, step map[callkey.Key]bool) {
+	for _, p := range preds {
+		k := callkey.Key{Tool: p.Tool}
+		if p.Args != nil {
+			var err error
+			if k, err = callkey.Make(p.Tool, p.Args); err != nil {
+				continue
+			}
+		}
+		b := min(int(p.P*10), 9)
+		if b < 0 {
+			continue
+		}
+		c.n[b]++
+		c.sumP[b] += p.P
+		if step[k] {
+			c.hits[b]++
+		}
+	}
+}
+
+func (c *calibration) bins() []Bin {
+	var out []Bin
+	for b := range c.n {
+		if c.n[b] == 0 {
+			continue
+		}
+		out = append(out, Bin{
+			Lo: float64(b) / 10, Hi: float64(b+1) / 10, Count: c.n[b],
+			MeanP: c.sumP[b] / float64(c.n[b]), HitRate: float64(c.hits[b]) / float64(c.n[b]),
+		})
+	}
+	return out
 }
