@@ -144,9 +144,12 @@ func (c *authCall) finish(res Result, err error) {
 	}
 	s.lastResult = now
 	s.lastActive = now
+	s.results++ // a new think window: volatile results of the last one are stale
+	e.dropStaleLocked(s)
 	ts := e.toolLocked(c.tool)
 	if c.think > 0 {
 		ts.think.observe(c.think)
+		e.thinks.observe(c.think)
 	}
 	if err == nil {
 		if c.executed {
@@ -155,10 +158,10 @@ func (c *authCall) finish(res Result, err error) {
 		ts.count(res.Source)
 		e.totals.count(res.Source, res.Saved)
 	}
-	if !c.rule.IsReadOnly() {
+	if !c.rule.IsReadOnly() && e.disabled&ruleCompletion == 0 {
 		// Again after the write: anything speculated while it ran may
 		// have read the old state.
-		e.invalidateLocked(s, c.rule, c.args)
+		e.invalidateLocked(s, c.backend, c.rule, c.args)
 	}
 	gone := s.gone
 	e.unlock()

@@ -152,9 +152,9 @@ func (p *randomPredictor) Forget(string) {}
 
 var kvPolicy = &policy.Policy{
 	Tools: map[string]policy.Tool{
-		"get":  {Allow: true, Reads: "key"},
+		"get":  {Allow: true, Reads: policy.Refs("key")},
 		"scan": {Allow: true},
-		"put":  {Writes: "key"},
+		"put":  {Writes: policy.Refs("key")},
 	},
 	Dedup: policy.Dedup{Strategy: policy.StrategyAll},
 }
