@@ -126,3 +126,97 @@ func TestDryRunVariantIsChecked(t *testing.T) {
 		})
 	}
 }
+
+// A backend that keeps separate state per session confines a write's
+// hazard to the writing session.
+func TestPerSessionBackendConfinesHazards(t *testing.T) {
+	for _, perSession := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			st := newStore(time.Second)
+			h := newHarness(t, engine.Options{
+				Predictor: predictAfter("list", read("a", 0.9)),
+				Backends:  map[string]engine.Backend{"store": {Backend: st, PerSession: perSession}},
+			})
+			h.st = st
+			h.call("s1", "list", `{}`)
+			time.Sleep(3 * time.Second)
+			h.call("s2", "touch", `{}`) // per session: only s2's state changed
+			want := engine.Executed
+			if perSession {
+				want = engine.Reused
+			}
+			if res := h.call("s1", "read", `{"path":"a"}`); res.Source != want {
+				t.Errorf("per session %v: s1 read after s2's touch = %s, want %s", perSession, res.Source, want)
+			}
+		})
+	}
+}
+
+// Resources are compared after normalisation, and one call may write
+// several.
+func TestHazardResourcesNormalised(t *testing.T) {
+	pol := &policy.Policy{
+		Tools: map[string]policy.Tool{
+			"read":  {Allow: true, Reads: []policy.Ref{{Arg: "path", As: policy.KindPath}}},
+			"write": {Writes: []policy.Ref{{Arg: "path", As: policy.KindPath}, {Arg: "also", As: policy.KindPath}}},
+			"list":  {Allow: true},
+		},
+		Dedup: policy.Dedup{Strategy: policy.StrategyAll},
+	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{Policy: pol,
+			Predictor: predictAfter("list", read("d/a", 0.9), read("./b/", 0.9), read("c", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(3 * time.Second)
+		h.call("s", "write", `{"path":"./d//a","also":["x","b"]}`)
+		for path, want := range map[string]engine.Source{"d/a": engine.Executed, "./b/": engine.Executed, "c": engine.Reused} {
+			if res := h.call("s", "read", `{"path":"`+path+`"}`); res.Source != want {
+				t.Errorf("read %s after writing d/a and b: %s, want %s", path, res.Source, want)
+			}
+		}
+	})
+}
+
+// A volatile tool's result is reused only within the think window it was
+// started in.
+func TestVolatileLivesOneThinkWindow(t *testing.T) {
+	pol := &policy.Policy{Tools: map[string]policy.Tool{
+		"read": {Allow: true, Reads: policy.Refs("path"), Volatile: true},
+		"list": {Allow: true},
+	}}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{Policy: pol, Predictor: predictAfter("list", read("a", 0.9), read("b", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(3 * time.Second)
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Reused {
+			t.Errorf("read a in the window it was speculated in: %s, want reused", res.Source)
+		}
+		// read a's result ended the window: b, speculated in it, is stale.
+		if res := h.call("s", "read", `{"path":"b"}`); res.Source != engine.Executed {
+			t.Errorf("read b in a later window: %s, want executed", res.Source)
+		}
+	})
+}
+
+// The default lifetime of an unshared result follows the think times.
+func TestDefaultTTLFollowsThinkTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{Predictor: predictAfter("list", read("a", 0.9))})
+		// 20 calls 500 ms apart: think times of 500 ms, so results live 1 s
+		// at least DefaultThink (1.8 s).
+		for range 20 {
+			h.call("s0", "fail", `{}`)
+			time.Sleep(500 * time.Millisecond)
+		}
+		h.call("s", "list", `{}`)
+		time.Sleep(1900 * time.Millisecond) // done at 1 s
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Reused {
+			t.Errorf("read within the TTL: %s, want reused", res.Source)
+		}
+		h.call("s", "list", `{}`)
+		time.Sleep(3 * time.Second) // done at 1 s, expired at 2.8 s
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Executed {
+			t.Errorf("read after 2 s: %s, want executed (expired)", res.Source)
+		}
+	})
+}
