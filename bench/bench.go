@@ -233,7 +233,9 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	}
 	eopts := engine.Options{
 		Backends: map[string]engine.Backend{
-			"replay": {Backend: rb, Limits: sched.Limits{Slots: slots}},
+			// The replay backend answers each session from its own
+			// recording: its state is per session.
+			"replay": {Backend: rb, Limits: sched.Limits{Slots: slots}, PerSession: true},
 		},
 		Policy:          pol,
 		Logger:          o.Logger,
@@ -371,10 +373,10 @@ func scalePolicy(p *policy.Policy, scale float64) *policy.Policy {
 	return &q
 }
 
-// hazard is the engine's invalidation rule (policy.Invalidates): a
-// recorded call that is not read-only may change what a read returns,
-// unless both name their resources and the resources differ. The replay
-// backend answers a speculation across such a write as stale.
+// hazard is the engine's invalidation rule (policy.Invalidates, the one
+// hazard rule): a recorded call that is not read-only may change what a
+// read returns, unless both name their resources and the resources differ.
+// The replay backend answers a speculation across such a write as stale.
 func hazard(p *policy.Policy) func(trace.Event, backend.Request) bool {
 	return func(w trace.Event, r backend.Request) bool {
 		return p.Invalidates(w.Tool, w.Args, r.Tool, r.Args)

@@ -144,9 +144,12 @@ func (c *authCall) finish(res Result, err error) {
 	}
 	s.lastResult = now
 	s.lastActive = now
+	s.results++ // a new think window: volatile results of the last one are stale
+	e.dropStaleLocked(s)
 	ts := e.toolLocked(c.tool)
 	if c.think > 0 {
 		ts.think.observe(c.think)
+		e.thinks.observe(c.think)
 	}
 	if err == nil {
 		if c.executed {
@@ -155,14 +158,17 @@ func (c *authCall) finish(res Result, err error) {
 		ts.count(res.Source)
 		e.totals.count(res.Source, res.Saved)
 	}
-	if !c.rule.IsReadOnly() {
+	if !c.rule.IsReadOnly() && e.disabled&ruleCompletion == 0 {
 		// Again after the write: anything speculated while it ran may
 		// have read the old state.
-		e.invalidateLocked(s, c.rule, c.args)
-		clear(s.served)
+		e.invalidateLocked(s, c.backend, c.rule, c.args)
+	}
+	if !c.rule.IsReadOnly() {
+		e.writes++ // what every session was served may have changed
 	} else if err == nil {
-		if len(s.served) >= maxServed {
+		if s.servedAt != e.writes || len(s.served) >= maxServed {
 			clear(s.served)
+			s.servedAt = e.writes
 		}
 		s.served[c.key] = struct{}{}
 	}

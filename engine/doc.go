@@ -6,7 +6,15 @@
 //   - Lossless: a speculative result is handed to an agent only when an
 //     authoritative call of the same session has exactly the same call key
 //     (tool and canonical arguments), the result is not an error, has not
-//     expired, and no write of the session may have changed it since.
+//     expired, and no write ahead saw may have changed it since: a write
+//     invalidates the speculative reads of what it writes (by the policy's
+//     hazard rule, policy.Effect.Invalidates) in every session sharing the
+//     backend's state, shared results included, when it arrives and when
+//     it completes (Backend.PerSession confines it to the writing session).
+//     Writes ahead does not see are bounded only by a result's lifetime:
+//     the tool's ttl, by default twice the 95th percentile of recent think
+//     times, and one think window for volatile tools. A tool that is not
+//     cancellable is never cancelled; its invalidated result is discarded.
 //   - Safe: only tools the policy allows are speculated, and only at the
 //     level it allows (full, dry run, warm-up).
 //   - Never slower: authoritative calls go first through the scheduler, and

@@ -87,6 +87,12 @@ type Backend struct {
 	// only backend without a list.
 	Tools  []string
 	Limits sched.Limits
+	// PerSession declares that each session sees only its own data (a
+	// sandbox per session, the replay benchmark): a write there can only
+	// change what the writing session reads. False (the default) means
+	// the state is shared, so a write invalidates speculative reads in
+	// every session.
+	PerSession bool
 }
 
 // Options configure an Engine. The zero value of each field is valid and
@@ -137,7 +143,11 @@ type Options struct {
 	// 0 means 64.
 	AmplificationBurst float64
 	// DefaultTTL is how long a speculative result stays reusable for tools
-	// whose rule sets none; 0 means 60 s.
+	// whose rule sets none. 0 means a minute for shared results and, for
+	// the others, twice the 95th percentile of the agents' recent think
+	// times (at least DefaultThink, at most a minute; four times
+	// DefaultThink until 16 are measured). It is the only
+	// bound on writes ahead does not see.
 	DefaultTTL time.Duration
 	// IdleTimeout drops a session (and its work) idle this long; 0 means
 	// 10 min.
@@ -189,7 +199,6 @@ func (o Options) withDefaults() Options {
 	if o.AmplificationBurst <= 0 {
 		o.AmplificationBurst = 64
 	}
-	def(&o.DefaultTTL, 60*time.Second)
 	def(&o.IdleTimeout, 10*time.Minute)
 	def(&o.DefaultDuration, 500*time.Millisecond)
 	def(&o.DefaultThink, 1800*time.Millisecond)
@@ -215,18 +224,23 @@ func (o Options) withDefaults() Options {
 // Engine serves authoritative calls and speculates. Create it with New and
 // stop it with Close.
 type Engine struct {
-	opts     Options
-	sched    *sched.Scheduler
-	backends map[string]backend.Backend
-	routes   map[string]string // tool → backend, for the default router
-	fallback string            // backend for unlisted tools
-	metrics  *metrics
-	tracer   oteltrace.Tracer // nil: no spans
-	policy   atomic.Pointer[policy.Policy]
+	opts       Options
+	sched      *sched.Scheduler
+	backends   map[string]backend.Backend
+	routes     map[string]string // tool → backend, for the default router
+	fallback   string            // backend for unlisted tools
+	perSession map[string]bool   // backends whose state is per session
+	metrics    *metrics
+	tracer     oteltrace.Tracer // nil: no spans
+	policy     atomic.Pointer[policy.Policy]
 
 	mu       sync.Mutex // protects everything below
 	sessions map[string]*session
 	shared   map[callkey.Key]*entry // results of shared tools, any session
+	hazards  hazardIndex            // entries other sessions' writes can reach
+	thinks   thinkTimes             // recent think times, for default TTLs
+	writes   uint64                 // calls that were not read-only, any session (see session.served)
+	disabled rule                   // freshness rules turned off (mutation check only)
 	tools    map[string]*toolStats
 	origins  map[predict.Origin]*OriginStats
 	count    int   // speculative entries, all sessions and shared
@@ -246,22 +260,24 @@ type Engine struct {
 func New(opts Options) *Engine {
 	opts = opts.withDefaults()
 	e := &Engine{
-		opts:     opts,
-		backends: make(map[string]backend.Backend),
-		routes:   make(map[string]string),
-		sessions: make(map[string]*session),
-		shared:   make(map[callkey.Key]*entry),
-		tools:    make(map[string]*toolStats),
-		origins:  make(map[predict.Origin]*OriginStats),
-		metrics:  newMetrics(opts.Registerer),
-		stop:     make(chan struct{}),
-		tokens:   opts.AmplificationBurst,
+		opts:       opts,
+		backends:   make(map[string]backend.Backend),
+		routes:     make(map[string]string),
+		perSession: make(map[string]bool),
+		sessions:   make(map[string]*session),
+		shared:     make(map[callkey.Key]*entry),
+		tools:      make(map[string]*toolStats),
+		origins:    make(map[predict.Origin]*OriginStats),
+		metrics:    newMetrics(opts.Registerer),
+		stop:       make(chan struct{}),
+		tokens:     opts.AmplificationBurst,
 	}
 	limits := make(map[string]sched.Limits)
 	var unlisted []string
 	for name, b := range opts.Backends {
 		e.backends[name] = b.Backend
 		limits[name] = b.Limits
+		e.perSession[name] = b.PerSession
 		if len(b.Tools) == 0 {
 			unlisted = append(unlisted, name)
 		}
@@ -410,7 +426,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	s.seq++
 	s.running[key]++
 	if !rule.IsReadOnly() {
-		e.invalidateLocked(s, rule, canon)
+		e.invalidateLocked(s, bname, rule, canon)
 	}
 	en := e.claimLocked(s, key, rule, arrive)
 	e.unlock()

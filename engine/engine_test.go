@@ -42,7 +42,7 @@ var next = predict.Func(func(ev trace.Event) []predict.Prediction {
 
 func readsPolicy() *policy.Policy {
 	return &policy.Policy{Tools: map[string]policy.Tool{
-		"list": {Allow: true}, "read": {Allow: true, Reads: "path"},
+		"list": {Allow: true}, "read": {Allow: true, Reads: policy.Refs("path")},
 	}}
 }
 

@@ -25,11 +25,15 @@ import (
 // {} is an undeclared tool, list {} lists nothing in particular, with a side effect (it bumps a counter every read
 // returns), fail always fails. Every execution is logged.
 type store struct {
-	d     time.Duration
-	mu    sync.Mutex
-	files map[string]string // session/path → data
-	bumps map[string]int    // session → touch count
-	execs []exec
+	d time.Duration
+	// shared keeps one set of files for all sessions (a shared-state
+	// backend); by default each session has its own.
+	shared    bool
+	mu        sync.Mutex
+	cancelled int               // executions whose context was cancelled
+	files     map[string]string // session/path → data
+	bumps     map[string]int    // session (or "" if shared) → touch count
+	execs     []exec
 }
 
 type exec struct {
@@ -48,6 +52,9 @@ func (s *store) Call(ctx context.Context, req backend.Request) (backend.Response
 	select {
 	case <-time.After(s.d):
 	case <-ctx.Done():
+		s.mu.Lock()
+		s.cancelled++
+		s.mu.Unlock()
 		return backend.Response{}, ctx.Err()
 	}
 	var a struct{ Path, Data string }
@@ -55,14 +62,18 @@ func (s *store) Call(ctx context.Context, req backend.Request) (backend.Response
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := req.Session + "/" + a.Path
+	bk := req.Session
+	if s.shared {
+		k, bk = a.Path, ""
+	}
 	switch req.Tool {
 	case "read":
-		return backend.Response{Output: fmt.Sprintf("%s=%q bumps=%d", a.Path, s.files[k], s.bumps[req.Session])}, nil
+		return backend.Response{Output: fmt.Sprintf("%s=%q bumps=%d", a.Path, s.files[k], s.bumps[bk])}, nil
 	case "write":
 		s.files[k] = a.Data
 		return backend.Response{Output: "ok"}, nil
 	case "touch":
-		s.bumps[req.Session]++
+		s.bumps[bk]++
 		return backend.Response{Output: "touched"}, nil
 	case "fail":
 		return backend.Response{Output: "no such thing", IsError: true}, nil
@@ -99,8 +110,8 @@ func read(path string, p float64) predict.Prediction {
 }
 
 var storePolicy = &policy.Policy{Tools: map[string]policy.Tool{
-	"read":  {Allow: true, Reads: "path"},
-	"write": {Writes: "path"},
+	"read":  {Allow: true, Reads: policy.Refs("path")},
+	"write": {Writes: policy.Refs("path")},
 	"fail":  {Allow: true},
 	"list":  {Allow: true},
 }}
@@ -289,6 +300,7 @@ func TestMemoryBounds(t *testing.T) {
 		h := newHarness(t, engine.Options{
 			Policy: &pol, Predictor: predictAfter("list", preds...),
 			MaxSessionEntries: 3, SpecBudget: 16,
+			DefaultTTL: time.Minute, // the reads below take 7 s before the survivors are read
 		})
 		h.call("s", "list", `{}`)
 		time.Sleep(3 * time.Second)
@@ -371,8 +383,9 @@ func TestEndSessionCancelsWork(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pol := &policy.Policy{Tools: map[string]policy.Tool{
-			"write": {Allow: true, MaxSpeculation: policy.LevelDryRun, Writes: "path",
+			"write": {Allow: true, MaxSpeculation: policy.LevelDryRun, Writes: policy.Refs("path"),
 				DryRun: policy.DryRun{Tool: "read"}},
+			"read": {Allow: true, Reads: policy.Refs("path")}, // the variant must be allowed and read-only
 		}}
 		pred := predictAfter("list", predict.Prediction{Tool: "write", Args: json.RawMessage(`{"path":"a","data":"x"}`), P: 0.9})
 		h := newHarness(t, engine.Options{Policy: pol, Predictor: pred, Backends: nil})
@@ -713,4 +726,18 @@ func TestAmplificationBudget(t *testing.T) {
 			t.Errorf("%d likely guesses ran of %d executions (want at least 36 of the 40)", likely, st.SpecStarted)
 		}
 	})
+}
+
+// direct returns what the store answers now, bypassing the engine: the
+// result an agent without ahead would get.
+func (h *harness) direct(session, tool, args string) string {
+	h.t.Helper()
+	d := h.st.d
+	h.st.d = 0
+	defer func() { h.st.d = d }()
+	res, err := h.st.Call(h.t.Context(), backend.Request{Session: session, Tool: tool, Args: json.RawMessage(args)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res.Output
 }

@@ -157,7 +157,7 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 			return []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{"path":"a"}`), P: 0.9}}
 		})
 		pol := readsPolicy()
-		pol.Tools["write"] = policy.Tool{Writes: "path"}
+		pol.Tools["write"] = policy.Tool{Writes: policy.Refs("path")}
 		eng := engine.New(engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(100*time.Millisecond, runs)}},
 			Policy:    pol,

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/ahead-dev/ahead/backend"
@@ -32,6 +31,7 @@ type session struct {
 	id         string
 	seq, step  int
 	inflight   int
+	results    int       // authoritative results so far: the think window
 	lastResult time.Time // when the previous authoritative result came back
 	lastActive time.Time
 	entries    map[callkey.Key]*entry
@@ -42,6 +42,7 @@ type session struct {
 	// only fetch what the agent already has, unless the predictor says
 	// it repeats (predict.Prediction.Repeat: polling).
 	served   map[callkey.Key]struct{}
+	servedAt uint64 // Engine.writes when served was last cleared
 	bytes    int64
 	msgs     []trace.Event // the window of recent conversation (Message)
 	msgBytes int64         // content bytes in msgs
@@ -67,18 +68,18 @@ func (s *session) beginLocked(now time.Time) time.Duration {
 
 // entry is one speculative execution and, once done, its result.
 type entry struct {
-	key      callkey.Key
-	sess     *session // nil for a shared entry
-	rule     policy.Tool
-	level    policy.Level
-	resource string // canonical value of the rule's Reads argument
-	hasRes   bool
-	p        float64
-	origins  origins // what predicted it
-	utility  float64
-	job      *sched.Job
-	backend  string
-	req      backend.Request // what actually runs (a dry run's variant)
+	key     callkey.Key
+	sess    *session // nil for a shared entry
+	rule    policy.Tool
+	level   policy.Level
+	fp      policy.Footprint // what its result depends on
+	window  int              // from's results when it was offered (volatile tools)
+	p       float64
+	origins origins // what predicted it
+	utility float64
+	job     *sched.Job
+	backend string
+	req     backend.Request // what actually runs (a dry run's variant)
 
 	// Set by the job when it finishes, before its Done channel closes.
 	done     bool
@@ -133,6 +134,12 @@ func (e *Engine) claimLocked(s *session, key callkey.Key, rule policy.Tool, now 
 	if en == nil {
 		return nil
 	}
+	if e.staleLocked(en, s) {
+		// A volatile result from an earlier think window (or another
+		// session's): something may have changed it behind ahead's back.
+		e.removeLocked(en, OutcomeExpired)
+		return nil
+	}
 	if en.level != policy.LevelFull {
 		// A dry run's result is never handed over; it has done its job
 		// of warming caches. Let it finish; the real call executes.
@@ -165,6 +172,7 @@ func (e *Engine) detachLocked(en *entry) {
 		return
 	}
 	en.removed = true
+	e.hazards.remove(en)
 	if en.sess != nil {
 		if en.sess.entries[en.key] == en {
 			delete(en.sess.entries, en.key)
@@ -178,14 +186,15 @@ func (e *Engine) detachLocked(en *entry) {
 }
 
 // removeLocked takes an entry out of its table with an outcome, cancelling
-// its job if it has not finished (a dry run that warmed a cache is left to
-// finish).
+// its job if it has not finished. A dry run that warmed a cache is left to
+// finish, and so is a running execution of a tool that is not cancellable:
+// its result, no longer in any table, is discarded when it ends.
 func (e *Engine) removeLocked(en *entry, why Outcome) {
 	if en.removed {
 		return
 	}
 	e.detachLocked(en)
-	if !en.done && en.job != nil && why != OutcomeWarmed {
+	if !en.done && en.job != nil && why != OutcomeWarmed && (en.rule.IsCancellable() || !en.ran) {
 		en.job.Cancel()
 	}
 	e.settleLocked(en, why)
@@ -212,19 +221,5 @@ func (e *Engine) sweepEntryLocked(en *entry, now time.Time) {
 			e.removeLocked(en, OutcomeDropped)
 		default:
 		}
-	}
-}
-
-// invalidateLocked applies the hazard of a call that is not read-only: with
-// a declared written resource, the session's speculative reads of that
-// resource (and those that name none) are invalidated; otherwise all of
-// the session's speculative work is.
-func (e *Engine) invalidateLocked(s *session, rule policy.Tool, args json.RawMessage) {
-	written, known := policy.Resource(args, rule.Writes)
-	for _, en := range s.entries {
-		if known && en.rule.IsReadOnly() && en.hasRes && en.resource != written {
-			continue // policy.Tool.Disjoint, with the read's resource computed once
-		}
-		e.removeLocked(en, OutcomeInvalidated)
 	}
 }

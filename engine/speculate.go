@@ -128,6 +128,18 @@ func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Predi
 		if !ok {
 			return candidate{}, false
 		}
+		if req.Tool != p.Tool {
+			// The variant runs as the tool it names, on that tool's
+			// backend, and only if the policy lets that tool run at any
+			// time: allowed and read-only.
+			vr := pol.Lookup(req.Tool)
+			if vr.Level() == policy.LevelNone || !vr.IsReadOnly() {
+				return candidate{}, false
+			}
+			if c.backend, c.b, ok = e.route(req.Tool); !ok {
+				return candidate{}, false
+			}
+		}
 		c.req = req
 	}
 	return c, true
@@ -222,7 +234,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		e.joinLocked(old, c)
 		return
 	}
-	if _, ok := s.served[c.key]; ok && !c.pred.Repeat {
+	if _, ok := s.served[c.key]; ok && s.servedAt == e.writes && !c.pred.Repeat {
 		// The agent already has this result and nothing it did since
 		// could have changed it.
 		return
@@ -261,9 +273,8 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		from:    s.id,
 		seq:     seq,
 	}
-	if c.rule.Reads != "" {
-		en.resource, en.hasRes = policy.Resource(c.req.Args, c.rule.Reads)
-	}
+	en.fp = c.rule.Footprint(json.RawMessage(c.key.Args))
+	en.window = s.results
 	if c.rule.Shared {
 		if old := e.shared[c.key]; old != nil {
 			e.removeLocked(old, OutcomeExpired)
@@ -272,6 +283,9 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 	} else {
 		en.sess = s
 		s.entries[c.key] = en
+	}
+	if e.crossSession(en) {
+		e.hazards.add(en)
 	}
 	e.count++
 	c.origins.each(func(o predict.Origin) { e.originLocked(o).Offered++ })
@@ -313,7 +327,7 @@ func (e *Engine) startDeadlineLocked(tool string) time.Duration {
 // most once per tool per TTL in a session.
 func (e *Engine) warmLocked(s *session, c candidate, now time.Time) {
 	w := c.b.(backend.Warmer)
-	if t, ok := s.warmed[c.pred.Tool]; ok && now.Sub(t) < e.ttl(c.rule) {
+	if t, ok := s.warmed[c.pred.Tool]; ok && now.Sub(t) < e.ttlLocked(c.rule) {
 		return
 	}
 	if len(s.warmed) >= 256 {
@@ -328,13 +342,6 @@ func (e *Engine) warmLocked(s *session, c candidate, now time.Time) {
 		Deadline: now.Add(e.startDeadlineLocked(req.Tool)),
 		Run:      func(ctx context.Context) { _ = w.Warmup(ctx, req) },
 	})
-}
-
-func (e *Engine) ttl(rule policy.Tool) time.Duration {
-	if rule.TTL > 0 {
-		return rule.TTL
-	}
-	return e.opts.DefaultTTL
 }
 
 // runSpec executes a speculative entry (the scheduler calls it when a slot
@@ -371,7 +378,7 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	en.done = true
 	en.resp, en.err = resp, err
 	en.finished = now
-	en.expires = now.Add(e.ttl(en.rule))
+	en.expires = now.Add(e.ttlLocked(en.rule))
 	if err == nil && en.req.Tool == en.key.Tool {
 		e.toolLocked(en.key.Tool).dur.observe(now.Sub(en.started))
 	}

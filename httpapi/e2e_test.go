@@ -147,7 +147,7 @@ func TestEndToEnd(t *testing.T) {
 		Backends: map[string]engine.Backend{"web": {Backend: rb}},
 		Policy: &policy.Policy{Tools: map[string]policy.Tool{
 			"search": {Allow: true},
-			"fetch":  {Allow: true, Reads: "url"},
+			"fetch":  {Allow: true, Reads: policy.Refs("url")},
 		}},
 		Predictor:  searchThenFetch,
 		Registerer: reg,

@@ -47,5 +47,5 @@ func ExampleLoad() {
 		log.Fatal(err)
 	}
 	fmt.Println(p.Lookup("read_file").Reads, p.Lookup("get_user").Level(), p.Lookup("deploy").Level())
-	// Output: path full warmup
+	// Output: [path] full warmup
 }

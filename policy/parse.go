@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,7 +113,8 @@ func newParser(file string) *parser {
 
 var (
 	fieldsPolicy = []string{"default", "tools", "deduplication"}
-	fieldsTool   = []string{"allow", "max_speculation", "dry_run", "read_only", "reads", "writes", "shared", "ttl", "cancellable"}
+	fieldsTool   = []string{"allow", "max_speculation", "dry_run", "read_only", "reads", "writes", "shared", "ttl", "volatile", "cancellable"}
+	fieldsRef    = []string{"arg", "as"}
 	fieldsDryRun = []string{"tool", "args"}
 	fieldsDedup  = []string{"strategy", "max_per_tool"}
 	strategies   = []string{StrategyMaxUtility, StrategyMaxProbability, StrategyAll}
@@ -206,19 +208,14 @@ func (p *parser) tool(n *yaml.Node, field, name string) Tool {
 				t.ReadOnly = &b
 			}
 		case "reads", "writes":
-			s, ok := p.Str(v, f)
-			if !ok {
-				return
-			}
-			if s == "" {
-				p.Errorf(v, f, "empty argument name")
-				return
-			}
+			refs := p.refs(v, f)
 			if k.Value == "reads" {
-				t.Reads = s
+				t.Reads = refs
 			} else {
-				t.Writes = s
+				t.Writes = refs
 			}
+		case "volatile":
+			t.Volatile, _ = p.Bool(v, f)
 		case "shared":
 			if b, ok := p.Bool(v, f); ok {
 				sharedNode = k
@@ -248,13 +245,84 @@ func (p *parser) tool(n *yaml.Node, field, name string) Tool {
 	// pip_install rule) is accepted as written: running the same call
 	// unpatched would run its side effect, so such a tool is only ever
 	// warmed up (see Tool.DryRunVariant).
-	if t.ReadOnly != nil && *t.ReadOnly && t.Writes != "" {
-		p.Errorf(readOnlyNode, yamlnode.Join(field, "read_only"), "a read-only tool cannot declare writes: %s", t.Writes)
+	if t.ReadOnly != nil && *t.ReadOnly && len(t.Writes) > 0 {
+		p.Errorf(readOnlyNode, yamlnode.Join(field, "read_only"), "a read-only tool cannot declare writes: %s", refsString(t.Writes))
 	}
 	if t.Shared && !t.IsReadOnly() {
 		p.Errorf(sharedNode, yamlnode.Join(field, "shared"), "only read-only tools may share results across sessions (declare read_only: true, or remove writes)")
 	}
 	return t
+}
+
+// refs parses the value of reads or writes: an argument name (path), a
+// mapping with its kind ({arg: path, as: path}), or a list of either
+// ([src, {arg: dst, as: path}]).
+func (p *parser) refs(n *yaml.Node, field string) []Ref {
+	n = yamlnode.Resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		r, ok := p.ref(n, field)
+		if !ok {
+			return nil
+		}
+		return []Ref{r}
+	}
+	if len(n.Content) == 0 {
+		p.Errorf(n, field, "empty list of arguments (omit the field instead)")
+		return nil
+	}
+	var refs []Ref
+	for i, e := range n.Content {
+		if r, ok := p.ref(e, fmt.Sprintf("%s[%d]", field, i)); ok {
+			refs = append(refs, r)
+		}
+	}
+	return refs
+}
+
+func (p *parser) ref(n *yaml.Node, field string) (Ref, bool) {
+	n = yamlnode.Resolve(n)
+	if n.Kind != yaml.MappingNode {
+		s, ok := p.Str(n, field)
+		if ok && s == "" {
+			p.Errorf(n, field, "empty argument name")
+			ok = false
+		}
+		return Ref{Arg: s}, ok
+	}
+	var r Ref
+	ok := true
+	p.Mapping(n, field, func(k, v *yaml.Node, f string) {
+		switch k.Value {
+		case "arg":
+			s, sok := p.Str(v, f)
+			if sok && s == "" {
+				p.Errorf(v, f, "empty argument name")
+				sok = false
+			}
+			r.Arg, ok = s, ok && sok
+		case "as":
+			s, sok := p.Str(v, f)
+			if !sok {
+				ok = false
+				return
+			}
+			i := slices.Index(kindNames[:], s)
+			if i < 0 {
+				p.Errorf(v, f, "unknown kind %q (want %s)", s, yamlnode.Or(kindNames[:]))
+				ok = false
+				return
+			}
+			r.As = Kind(i)
+		default:
+			p.Unknown(k, f, fieldsRef)
+			ok = false
+		}
+	})
+	if r.Arg == "" && ok {
+		p.Errorf(n, field, "missing arg (the name of the argument)")
+		ok = false
+	}
+	return r, ok
 }
 
 func (p *parser) dryRun(n *yaml.Node, field string) DryRun {
@@ -387,4 +455,12 @@ func (p *parser) ttl(n *yaml.Node, field string) time.Duration {
 		return 0
 	}
 	return d
+}
+
+func refsString(refs []Ref) string {
+	s := make([]string, len(refs))
+	for i, r := range refs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
 }

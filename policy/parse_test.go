@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,8 +74,8 @@ func TestParseExample(t *testing.T) {
 		Tools: map[string]Tool{
 			"web_search":  {Allow: true, MaxSpeculation: LevelFull, Shared: true, TTL: 30 * time.Second},
 			"pip_install": {Allow: true, MaxSpeculation: LevelDryRun, DryRun: DryRun{Args: json.RawMessage(`{"dry_run":true}`)}},
-			"read_file":   {Allow: true, Reads: "path", TTL: 2 * time.Minute},
-			"write_file":  {Writes: "path"},
+			"read_file":   {Allow: true, Reads: Refs("path"), TTL: 2 * time.Minute},
+			"write_file":  {Writes: Refs("path")},
 			"run_report":  {Allow: true, ReadOnly: &yes, Cancellable: &no},
 			"deploy":      {Allow: true, MaxSpeculation: LevelWarmup},
 		},
@@ -108,12 +109,17 @@ func TestParseFields(t *testing.T) {
 		{"dry run declared above level", `{allow: true, dry_run: {tool: plan}}`, Tool{Allow: true, DryRun: DryRun{Tool: "plan"}}},
 		{"read only", `{read_only: true}`, Tool{ReadOnly: &yes}},
 		{"not read only", `{allow: true, read_only: false}`, Tool{Allow: true, ReadOnly: &no}},
-		{"reads writes", `{reads: path, writes: dest}`, Tool{Reads: "path", Writes: "dest"}},
+		{"reads writes", `{reads: path, writes: dest}`, Tool{Reads: Refs("path"), Writes: Refs("dest")}},
 		{"shared ttl", `{allow: true, shared: true, ttl: 1h30m}`, Tool{Allow: true, Shared: true, TTL: 90 * time.Minute}},
 		{"ttl fraction", `{ttl: 1.5s}`, Tool{TTL: 1500 * time.Millisecond}},
 		{"not cancellable", `{allow: true, cancellable: false}`, Tool{Allow: true, Cancellable: &no}},
-		{"block style", "\n      allow: true\n      reads: path", Tool{Allow: true, Reads: "path"}},
-		{"quoted strings", `{allow: true, max_speculation: "full", reads: 'path'}`, Tool{Allow: true, MaxSpeculation: LevelFull, Reads: "path"}},
+		{"volatile", `{allow: true, volatile: true}`, Tool{Allow: true, Volatile: true}},
+		{"reads several", `{reads: [src, dst]}`, Tool{Reads: Refs("src", "dst")}},
+		{"reads as path", `{reads: {arg: file, as: path}}`, Tool{Reads: []Ref{{Arg: "file", As: KindPath}}}},
+		{"writes mixed list", `{writes: [id, {arg: to, as: url}, {arg: p, as: id}]}`,
+			Tool{Writes: []Ref{{Arg: "id"}, {Arg: "to", As: KindURL}, {Arg: "p"}}}},
+		{"block style", "\n      allow: true\n      reads: path", Tool{Allow: true, Reads: Refs("path")}},
+		{"quoted strings", `{allow: true, max_speculation: "full", reads: 'path'}`, Tool{Allow: true, MaxSpeculation: LevelFull, Reads: Refs("path")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,7 +215,7 @@ speculation_policy:
 speculation_policy:
   tools:
     web_search: {alow: true}
-`, []string{`policy.yaml:3:18: speculation_policy.tools.web_search.alow: unknown field (want allow, max_speculation, dry_run, read_only, reads, writes, shared, ttl or cancellable)`}},
+`, []string{`policy.yaml:3:18: speculation_policy.tools.web_search.alow: unknown field (want allow, max_speculation, dry_run, read_only, reads, writes, shared, ttl, volatile or cancellable)`}},
 		{"unknown policy field", "speculation_policy:\n  tool: {}\n",
 			[]string{`policy.yaml:2:3: speculation_policy.tool: unknown field (want default, tools or deduplication)`}},
 		{"other top-level key", "listen: 1.2.3.4:5\nspeculation_policy: {}\n",
@@ -223,6 +229,18 @@ speculation_policy:
 			[]string{`policy.yaml:2:1: a policy file holds one YAML document, found a second`}},
 		{"syntax error", "speculation_policy:\n  tools: {a: [\n", []string{`policy.yaml:2: invalid YAML: did not find expected node content`}},
 		{"tab indentation", "speculation_policy:\n\ttools: {}\n", []string{`policy.yaml:2: invalid YAML: found character that cannot start any token`}},
+		{"reads empty list", "speculation_policy:\n  tools:\n    a: {reads: []}\n",
+			[]string{`policy.yaml:3:16: speculation_policy.tools.a.reads: empty list of arguments (omit the field instead)`}},
+		{"reads unknown kind", "speculation_policy:\n  tools:\n    a: {reads: {arg: p, as: file}}\n",
+			[]string{`policy.yaml:3:29: speculation_policy.tools.a.reads.as: unknown kind "file" (want id, path or url)`}},
+		{"writes ref without arg", "speculation_policy:\n  tools:\n    a: {writes: [x, {as: path}]}\n",
+			[]string{`policy.yaml:3:21: speculation_policy.tools.a.writes[1]: missing arg (the name of the argument)`}},
+		{"writes ref unknown field", "speculation_policy:\n  tools:\n    a: {writes: {arg: x, kind: path}}\n",
+			[]string{`policy.yaml:3:26: speculation_policy.tools.a.writes.kind: unknown field (want arg or as)`}},
+		{"reads list of numbers", "speculation_policy:\n  tools:\n    a: {reads: [1]}\n",
+			[]string{`policy.yaml:3:17: speculation_policy.tools.a.reads[0]: want a string, got a number (1)`}},
+		{"volatile not bool", "speculation_policy:\n  tools:\n    a: {volatile: 1}\n",
+			[]string{`policy.yaml:3:19: speculation_policy.tools.a.volatile: want true or false, got a number (1)`}},
 		{"allow not bool", "speculation_policy:\n  tools:\n    a: {allow: yes}\n",
 			[]string{`policy.yaml:3:16: speculation_policy.tools.a.allow: want true or false, got "yes"`}},
 		{"allow quoted", "speculation_policy:\n  tools:\n    a: {allow: \"true\"}\n",
@@ -257,8 +275,6 @@ speculation_policy:
 			[]string{`policy.yaml:3:14: speculation_policy.tools.a.ttl: want a duration such as 30s or 5m, got "3 days"`}},
 		{"empty reads", "speculation_policy:\n  tools:\n    a: {reads: \"\"}\n",
 			[]string{`policy.yaml:3:16: speculation_policy.tools.a.reads: empty argument name`}},
-		{"writes list", "speculation_policy:\n  tools:\n    a: {writes: [path]}\n",
-			[]string{`policy.yaml:3:17: speculation_policy.tools.a.writes: want a string, got a list`}},
 		{"read only writes", "speculation_policy:\n  tools:\n    a: {read_only: true, writes: path}\n",
 			[]string{`policy.yaml:3:9: speculation_policy.tools.a.read_only: a read-only tool cannot declare writes: path`}},
 		{"shared writer", "speculation_policy:\n  tools:\n    a: {allow: true, shared: true, writes: path}\n",
@@ -340,7 +356,7 @@ func TestParseAliases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Tools["list_dir"]; got.Reads != "path" || !got.Allow {
+	if got := p.Tools["list_dir"]; !slices.Equal(got.Reads, Refs("path")) || !got.Allow {
 		t.Errorf("aliased rule = %+v", got)
 	}
 	if got := string(p.Tools["npm"].DryRun.Args); got != `{"dry_run":true}` {
@@ -423,7 +439,8 @@ func FuzzParse(f *testing.F) {
 	seeds := []string{figure6, "", "speculation_policy: {}", "speculation_policy:\n  tools:\n    \"a*\": {allow: true}\n",
 		"speculation_policy:\n  tools:\n    a: {allow: true, max_speculation: dry_run, dry_run: {args: {x: [1, {y: .5}]}}}\n",
 		"a: &x [*x]\n", "speculation_policy: {tools: {a: {ttl: 1s, shared: true, read_only: true}}}",
-		"speculation_policy: {deduplication: {strategy: all, max_per_tool: 2}}", "- [\n", "speculation_policy: !!binary aGk=",
+		"speculation_policy: {deduplication: {strategy: all, max_per_tool: 2}}",
+		"speculation_policy: {tools: {a: {reads: [x, {arg: y, as: path}], writes: {arg: u, as: url}, volatile: true}}}", "- [\n", "speculation_policy: !!binary aGk=",
 	}
 	if data, err := os.ReadFile(filepath.Join("testdata", "policy.yaml")); err == nil {
 		seeds = append(seeds, string(data))
@@ -441,6 +458,11 @@ func FuzzParse(f *testing.F) {
 			for name, rule := range p.Tools {
 				if rule.TTL < 0 {
 					t.Errorf("tool %q: negative TTL", name)
+				}
+				for _, r := range append(slices.Clone(rule.Reads), rule.Writes...) {
+					if r.Arg == "" || r.As.String() == "invalid" {
+						t.Errorf("tool %q: bad resource argument %+v", name, r)
+					}
 				}
 				if rule.DryRun.Args != nil && !json.Valid(rule.DryRun.Args) {
 					t.Errorf("tool %q: dry-run patch %q is not JSON", name, rule.DryRun.Args)
@@ -467,15 +489,22 @@ func FuzzParse(f *testing.F) {
 func TestInvalidates(t *testing.T) {
 	p, err := Parse([]byte(`speculation_policy:
   tools:
-    read_file: {allow: true, reads: path}
+    read_file: {allow: true, reads: {arg: path, as: path}}
+    read_many: {allow: true, reads: {arg: paths, as: path}}
+    read_doc: {allow: true, reads: id}
+    fetch: {allow: true, reads: {arg: url, as: url}}
     stat: {allow: true}
-    write_file: {writes: path}
+    write_file: {writes: {arg: path, as: path}}
+    move: {writes: [{arg: src, as: path}, {arg: dst, as: path}]}
+    write_doc: {writes: id}
+    post: {writes: {arg: url, as: url}}
     shell: {}
 `), "p.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := json.RawMessage(`{"path":"a"}`), json.RawMessage(`{"path":"b"}`)
+	j := func(s string) json.RawMessage { return json.RawMessage(s) }
+	a, b := j(`{"path":"a"}`), j(`{"path":"b"}`)
 	for _, tc := range []struct {
 		w     string
 		wargs json.RawMessage
@@ -485,14 +514,64 @@ func TestInvalidates(t *testing.T) {
 	}{
 		{"write_file", a, "read_file", a, true},
 		{"write_file", a, "read_file", b, false},
-		{"write_file", a, "stat", a, true},                          // a read naming no resource
-		{"write_file", json.RawMessage(`{}`), "read_file", b, true}, // a write naming none
-		{"shell", nil, "read_file", b, true},                        // not read-only: anything
-		{"read_file", a, "read_file", a, false},                     // reads change nothing
+		{"write_file", a, "stat", a, true},                    // a read naming no resource
+		{"write_file", j(`{}`), "read_file", b, true},         // a write naming none
+		{"write_file", j(`{"path":7}`), "read_file", b, true}, // a path that is not a string: names none
+		{"shell", nil, "read_file", b, true},                  // not read-only: anything
+		{"read_file", a, "read_file", a, false},               // reads change nothing
 		{"stat", nil, "read_file", a, false},
+		// Paths are cleaned.
+		{"write_file", j(`{"path":"./a"}`), "read_file", a, true},
+		{"write_file", j(`{"path":"d/"}`), "read_file", j(`{"path":"d"}`), true},
+		{"write_file", j(`{"path":"x/../d//e"}`), "read_file", j(`{"path":"d/e/"}`), true},
+		{"write_file", j(`{"path":"/a"}`), "read_file", a, false},
+		// Several resources, and lists.
+		{"move", j(`{"src":"a","dst":"b"}`), "read_file", b, true},
+		{"move", j(`{"src":"a","dst":"b"}`), "read_file", a, true},
+		{"move", j(`{"src":"a","dst":"b"}`), "read_file", j(`{"path":"c"}`), false},
+		{"move", j(`{"src":"a"}`), "read_file", j(`{"path":"c"}`), true}, // dst missing: names none
+		{"write_file", j(`{"path":"b"}`), "read_many", j(`{"paths":["a","./b"]}`), true},
+		{"write_file", j(`{"path":"c"}`), "read_many", j(`{"paths":["a","b"]}`), false},
+		{"write_file", j(`{"path":"c"}`), "read_many", j(`{"paths":[]}`), false},
+		// Identifiers are exact JSON values, numbers by value.
+		{"write_doc", j(`{"id":7}`), "read_doc", j(`{"id":7.0}`), true},
+		{"write_doc", j(`{"id":7}`), "read_doc", j(`{"id":"7"}`), false},
+		{"write_doc", j(`{"id":"./a"}`), "read_doc", j(`{"id":"a"}`), false},
+		// A path and an id of the same string name one resource.
+		{"write_doc", j(`{"id":"a"}`), "read_file", j(`{"path":"./a"}`), true},
+		// URLs: scheme and host case, default port, trailing slash, fragment.
+		{"post", j(`{"url":"HTTPS://Example.COM:443/a/"}`), "fetch", j(`{"url":"https://example.com/a#top"}`), true},
+		{"post", j(`{"url":"http://example.com"}`), "fetch", j(`{"url":"http://EXAMPLE.com/"}`), true},
+		{"post", j(`{"url":"https://example.com/A"}`), "fetch", j(`{"url":"https://example.com/a"}`), false},
+		{"post", j(`{"url":"https://example.com/a?x=1"}`), "fetch", j(`{"url":"https://example.com/a?x=2"}`), false},
 	} {
 		if got := p.Invalidates(tc.w, tc.wargs, tc.r, tc.rargs); got != tc.want {
 			t.Errorf("Invalidates(%s %s, %s %s) = %v, want %v", tc.w, tc.wargs, tc.r, tc.rargs, got, tc.want)
+		}
+	}
+}
+
+func TestResources(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		refs []Ref
+		want []string
+		ok   bool
+	}{
+		{`{"p":"a"}`, Refs("p"), []string{`"a"`}, true},
+		{`{"p":["b","a","b"]}`, Refs("p"), []string{`"a"`, `"b"`}, true},
+		{`{"p":{"y":1,"x":2}}`, Refs("p"), []string{`{"x":2,"y":1}`}, true},
+		{`{"p":"./a/","q":"a"}`, []Ref{{Arg: "p", As: KindPath}, {Arg: "q", As: KindPath}}, []string{`"a"`}, true},
+		{`{"p":""}`, []Ref{{Arg: "p", As: KindPath}}, []string{`"."`}, true},
+		{`{"u":"mailto:X@Y"}`, []Ref{{Arg: "u", As: KindURL}}, []string{`"mailto:X@Y"`}, true},
+		{`{"p":1}`, []Ref{{Arg: "p", As: KindPath}}, nil, false},
+		{`{}`, Refs("p"), nil, false},
+		{`not json`, Refs("p"), nil, false},
+		{`{"p":"a"}`, nil, nil, false},
+	} {
+		got, ok := Resources(json.RawMessage(tc.args), tc.refs)
+		if ok != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("Resources(%s, %v) = %q, %v; want %q, %v", tc.args, tc.refs, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 // Package policy decides what ahead may run speculatively and what a call
 // may have changed. It owns the speculation policy: the PASTE paper's
 // Figure 6 shape (default, tools, deduplication) extended with hazards
-// (reads/writes), shared results with a TTL, non-cancellable tools and the
-// dry-run and warm-up levels. Parse, FromNode and Load read it from YAML
+// (reads/writes, compared as identifiers, paths or URLs), shared results
+// with a TTL, volatile and non-cancellable tools and the dry-run and warm-up
+// levels. Effect.Invalidates is the hazard rule, used by the engine and the
+// replay benchmark alike. Parse, FromNode and Load read it from YAML
 // with errors that name file:line:column and the field.
 //
 // The zero Policy denies all speculation: nothing with a side effect is ever
@@ -13,8 +15,6 @@ import (
 	"encoding/json"
 	"path"
 	"time"
-
-	"github.com/ahead-dev/ahead/callkey"
 )
 
 // Level is how far a tool may be speculated, from LevelNone up to LevelFull.
@@ -103,24 +103,33 @@ type Tool struct {
 	// the tool may be speculated in full (an operator who lets ahead run a
 	// tool at any time declares it safe to run at any time).
 	ReadOnly *bool
-	// Reads names the argument that identifies the resource the tool reads
-	// (for example "path"). Speculative reads are invalidated by writes to
-	// the same resource.
-	Reads string
-	// Writes names the argument that identifies the resource the tool
-	// writes. A call invalidates the session's speculative reads of that
-	// resource (and reads that name no resource). A tool that is not
-	// read-only and names no resource invalidates all the session's
-	// speculative work.
-	Writes string
+	// Reads names the arguments that identify the resources the tool
+	// reads (for example "path"). Speculative reads are invalidated by
+	// writes to the same resources; a read that names none, by any write.
+	Reads []Ref
+	// Writes names the arguments that identify the resources the tool
+	// writes. A call invalidates the speculative reads of those resources
+	// (and the reads that name none) in every session that shares the
+	// backend's state. A tool that is not read-only and names no resource
+	// invalidates all speculative work there. See Effect.Invalidates.
+	Writes []Ref
 	// Shared marks a pure function (a web search): its speculative results
 	// are cached across sessions for TTL.
 	Shared bool
 	// TTL is how long a speculative result stays reusable; 0 means the
-	// engine's default (60 s).
+	// engine's default (which follows the agents' measured think times).
+	// It is the only bound on writes ahead does not see (another client,
+	// a cron job).
 	TTL time.Duration
-	// Cancellable false means speculative runs cannot be preempted, so
-	// they only use slots beyond the authoritative reserve. Nil means true.
+	// Volatile marks a tool whose answer changes behind ahead's back (a
+	// clock, a queue, a file other programs write): its speculative result
+	// is reused only within the think window it was started in, never
+	// after a later authoritative result of its session.
+	Volatile bool
+	// Cancellable false means speculative runs cannot be preempted or
+	// cancelled, so they only use slots beyond the authoritative reserve;
+	// an invalidated run is left to finish and its result discarded. Nil
+	// means true.
 	Cancellable *bool
 }
 
@@ -140,10 +149,10 @@ func (t Tool) IsReadOnly() bool {
 	if t.ReadOnly != nil {
 		return *t.ReadOnly
 	}
-	if t.Writes != "" {
+	if len(t.Writes) > 0 {
 		return false
 	}
-	return t.Reads != "" || t.Level() == LevelFull
+	return len(t.Reads) > 0 || t.Level() == LevelFull
 }
 
 // IsCancellable reports whether speculative runs may be preempted.
@@ -198,53 +207,4 @@ func (p *Policy) Strategy() (string, int) {
 		n = 1
 	}
 	return s, n
-}
-
-// Resource returns the canonical JSON of args[arg]: the identity of the
-// resource a call reads or writes. It reports false if args has no such
-// argument.
-func Resource(args json.RawMessage, arg string) (string, bool) {
-	if arg == "" {
-		return "", false
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil {
-		return "", false
-	}
-	v, ok := m[arg]
-	if !ok {
-		return "", false
-	}
-	c, err := callkey.CanonicalValue(v)
-	if err != nil {
-		return "", false
-	}
-	return string(c), true
-}
-
-// Invalidates reports whether a call of tool w with arguments wargs may
-// change what a call of tool r with arguments rargs returns: the hazard
-// rule. A read-only call changes nothing. A declared write changes the
-// reads of the same resource and the reads that name none; any other call
-// that is not read-only may change anything.
-func (p *Policy) Invalidates(w string, wargs json.RawMessage, r string, rargs json.RawMessage) bool {
-	wr := p.Lookup(w)
-	if wr.IsReadOnly() {
-		return false
-	}
-	written, ok := Resource(wargs, wr.Writes)
-	if !ok {
-		return true
-	}
-	return !p.Lookup(r).Disjoint(rargs, written)
-}
-
-// Disjoint reports whether a call of this read-only tool with args surely
-// does not read the resource written (a canonical value from Resource).
-func (t Tool) Disjoint(args json.RawMessage, written string) bool {
-	if !t.IsReadOnly() {
-		return false
-	}
-	read, ok := Resource(args, t.Reads)
-	return ok && read != written
 }

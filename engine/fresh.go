@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/ahead-dev/ahead/policy"
+)
+
+// Freshness: what keeps a speculative result from going stale.
+//
+// Writes ahead sees invalidate by the hazard rule (policy.Effect.Invalidates),
+// keyed by resource across sessions: a write reaches the entries of its own
+// session on every backend, and, unless its backend keeps separate state per
+// session (Backend.PerSession), the entries of every session on backends
+// that do not, and all shared entries. Backends are not assumed to be
+// independent of one another (two servers may front one file system); only
+// PerSession narrows the reach. Writes are applied when they arrive and
+// again when they complete: anything speculated while a write ran may have
+// read the old state.
+//
+// Writes ahead does not see (another client, a cron job) are bounded only by
+// the lifetime of a result: a tool's ttl, or by default twice the 95th
+// percentile of the agents' recent think times (at most a minute), and for
+// volatile tools the think window the result was started in.
+
+// hazardIndex finds the entries a write in another session can reach: the
+// shared entries and those on backends whose state is shared, by the
+// resources they read. A session's own entries are found through the
+// session (at most MaxSessionEntries of them).
+type hazardIndex struct {
+	all   map[*entry]struct{}            // every entry reachable across sessions
+	wild  map[*entry]struct{}            // those that may depend on anything
+	byRes map[string]map[*entry]struct{} // those reading a resource, by resource
+}
+
+func (x *hazardIndex) add(en *entry) {
+	if x.all == nil {
+		x.all = make(map[*entry]struct{})
+		x.wild = make(map[*entry]struct{})
+		x.byRes = make(map[string]map[*entry]struct{})
+	}
+	x.all[en] = struct{}{}
+	if en.fp.Any {
+		x.wild[en] = struct{}{}
+		return
+	}
+	for _, r := range en.fp.Resources {
+		m := x.byRes[r]
+		if m == nil {
+			m = make(map[*entry]struct{})
+			x.byRes[r] = m
+		}
+		m[en] = struct{}{}
+	}
+}
+
+func (x *hazardIndex) remove(en *entry) {
+	if _, ok := x.all[en]; !ok {
+		return
+	}
+	delete(x.all, en)
+	delete(x.wild, en)
+	for _, r := range en.fp.Resources {
+		if m := x.byRes[r]; m != nil {
+			delete(m, en)
+			if len(m) == 0 {
+				delete(x.byRes, r)
+			}
+		}
+	}
+}
+
+// crossSession reports whether writes in other sessions can reach en: a
+// shared entry, or one on a backend whose state is shared.
+func (e *Engine) crossSession(en *entry) bool {
+	return en.sess == nil || !e.perSession[en.backend]
+}
+
+// invalidateLocked applies the hazard of a call of session s on backend
+// bname that is not read-only (see the comment at the top of this file).
+func (e *Engine) invalidateLocked(s *session, bname string, rule policy.Tool, args json.RawMessage) {
+	ef := rule.Effect(args)
+	if ef.ReadOnly {
+		return
+	}
+	var cands []*entry
+	for _, en := range s.entries {
+		cands = append(cands, en)
+	}
+	switch {
+	case e.perSession[bname] || e.disabled&ruleAcrossSessions != 0:
+		// Only this session's data changed; its shared results too.
+		for _, en := range e.shared {
+			if en.from == s.id {
+				cands = append(cands, en)
+			}
+		}
+	case ef.All:
+		for en := range e.hazards.all {
+			cands = append(cands, en)
+		}
+	default:
+		for en := range e.hazards.wild {
+			cands = append(cands, en)
+		}
+		for _, r := range ef.Resources {
+			for en := range e.hazards.byRes[r] {
+				cands = append(cands, en)
+			}
+		}
+	}
+	for _, en := range cands {
+		if !en.removed && e.invalidatesLocked(ef, en) {
+			e.removeLocked(en, OutcomeInvalidated)
+		}
+	}
+}
+
+// invalidatesLocked applies the hazard rule to one entry, less the rules a
+// mutation check has disabled.
+func (e *Engine) invalidatesLocked(ef policy.Effect, en *entry) bool {
+	if d := e.disabled; d != 0 {
+		switch {
+		case d&ruleSharedEntries != 0 && en.sess == nil,
+			d&ruleUndescribed != 0 && ef.All,
+			d&ruleUnnamedReads != 0 && en.fp.Any && !ef.All,
+			d&ruleNotCancellable != 0 && !en.rule.IsCancellable():
+			return false
+		}
+	}
+	return ef.Invalidates(en.fp)
+}
+
+// rule is one freshness rule, named so that the mutation check (see
+// export_test.go and TestMutationsFailDifferential) can turn it off and
+// show that the differential test catches its absence. Engines outside
+// tests have every rule on.
+type rule uint
+
+const (
+	ruleCompletion     rule = 1 << iota // writes invalidate again when they complete
+	ruleAcrossSessions                  // writes reach other sessions
+	ruleSharedEntries                   // writes reach shared entries
+	ruleUndescribed                     // a write the policy does not describe reaches everything
+	ruleUnnamedReads                    // a declared write reaches reads that name no resource
+	ruleVolatile                        // volatile results live one think window
+	ruleNotCancellable                  // non-cancellable work is invalidated too
+)
+
+// staleLocked reports whether a volatile entry is claimed outside the think
+// window it was started in: by another session, or after a later
+// authoritative result of its own.
+func (e *Engine) staleLocked(en *entry, s *session) bool {
+	if !en.rule.Volatile || e.disabled&ruleVolatile != 0 {
+		return false
+	}
+	return en.from != s.id || en.window != s.results
+}
+
+// dropStaleLocked discards the session's volatile entries from earlier
+// think windows, once a new authoritative result has arrived.
+func (e *Engine) dropStaleLocked(s *session) {
+	for _, en := range s.entries {
+		if e.staleLocked(en, s) {
+			e.removeLocked(en, OutcomeExpired)
+		}
+	}
+}
+
+// ttlLocked returns how long a result of a tool with rule stays reusable:
+// the rule's ttl, else Options.DefaultTTL if set, else a minute for shared
+// results and, for the others, twice the 95th percentile of recent think
+// times (at least DefaultThink, at most a minute; 4×DefaultThink until
+// enough are measured): a result is meant for a
+// call in the next think window or so, and the shorter it lives, the less
+// a write ahead does not see can make it stale.
+func (e *Engine) ttlLocked(rule policy.Tool) time.Duration {
+	switch {
+	case rule.TTL > 0:
+		return rule.TTL
+	case e.opts.DefaultTTL > 0:
+		return e.opts.DefaultTTL
+	case rule.Shared:
+		return maxTTL
+	}
+	// Before enough think times are measured, DefaultThink stands for their
+	// mean and twice it for their 95th percentile.
+	return min(max(2*e.thinks.p95(2*e.opts.DefaultThink), e.opts.DefaultThink), maxTTL)
+}
+
+// maxTTL is the default lifetime of shared results and the longest default
+// lifetime of others.
+const maxTTL = time.Minute
+
+// thinkTimes keeps the latest think times of all sessions and their 95th
+// percentile.
+type thinkTimes struct {
+	ring   [256]time.Duration
+	n      int // samples seen
+	cached time.Duration
+}
+
+// minThinkSamples is how many think times are needed before their
+// percentile replaces the configured default.
+const minThinkSamples = 16
+
+func (q *thinkTimes) observe(d time.Duration) {
+	q.ring[q.n%len(q.ring)] = d
+	q.n++
+	if q.n >= minThinkSamples && (q.n <= len(q.ring) || q.n%16 == 0) {
+		// Recomputed every 16 samples once the ring is full: sorting 256
+		// durations per call would cost more than it tells.
+		s := slices.Clone(q.ring[:min(q.n, len(q.ring))])
+		slices.Sort(s)
+		q.cached = s[(len(s)*95+99)/100-1]
+	}
+}
+
+// p95 returns the 95th percentile of the latest think times, or def before
+// enough are known.
+func (q *thinkTimes) p95(def time.Duration) time.Duration {
+	if q.n < minThinkSamples {
+		return def
+	}
+	return q.cached
+}
