@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,13 +210,7 @@ func TestCollect(t *testing.T) {
 	in := []Event{
 		{Session: "b", Seq: 1}, {Session: "a", Seq: 2}, {Session: "b", Seq: 0}, {Session: "a", Seq: 0}, {Session: "a", Seq: 1},
 	}
-	got, err := Collect(func(yield func(Event, error) bool) {
-		for _, ev := range in {
-			if !yield(ev, nil) {
-				return
-			}
-		}
-	})
+	got, err := Collect(stream(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,19 +243,7 @@ func FuzzRead(f *testing.F) {
 			}
 			evs = append(evs, ev)
 		}
-		var buf bytes.Buffer
-		for _, ev := range evs {
-			if err := EncodeLine(&buf, ev); err != nil {
-				t.Fatalf("re-encoding %+v: %v", ev, err)
-			}
-		}
-		var again []Event
-		for ev, err := range NewReader(nil).Read("again", &buf) {
-			if err != nil {
-				t.Fatalf("re-reading: %v", err)
-			}
-			again = append(again, ev)
-		}
+		again := roundTrip(t, evs)
 		if len(again) != len(evs) {
 			t.Fatalf("round trip: %d events, want %d", len(again), len(evs))
 		}
@@ -271,6 +254,36 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stream yields evs without error.
+func stream(evs []Event) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// roundTrip writes evs with EncodeLine and reads them back.
+func roundTrip(t *testing.T, evs []Event) []Event {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, ev := range evs {
+		if err := EncodeLine(&buf, ev); err != nil {
+			t.Fatalf("encoding %+v: %v", ev, err)
+		}
+	}
+	var again []Event
+	for ev, err := range NewReader(nil).Read("again", &buf) {
+		if err != nil {
+			t.Fatalf("reading back: %v", err)
+		}
+		again = append(again, ev)
+	}
+	return again
 }
 
 func gzHeaderless() string { return "\x1f\x8bnot really gzip" }
