@@ -21,17 +21,7 @@ func TestTracesImportAnthropic(t *testing.T) {
  {"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":[{"type":"text","text":"{\"status\": \"shipped\"}"}]}]},
  {"role":"assistant","content":"It has shipped."}]}`), 0o644)
 	out := filepath.Join(dir, "out.jsonl")
-	code, stdout, errOut := runCLI(t, "traces", "import", "--from", "anthropic", "-o", out, in)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	if !strings.Contains(stdout, "1 sessions, 1 calls, 4 messages") {
-		t.Errorf("summary: %q", stdout)
-	}
-	ss, err := trace.Collect(trace.NewReader(nil).Events(out))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss := runImport(t, "anthropic", in, out, "1 sessions, 1 calls, 4 messages")
 	if len(ss) != 1 || ss[0].ID != "a1" {
 		t.Fatalf("sessions: %+v", ss)
 	}
@@ -56,4 +46,22 @@ func TestTracesImportAnthropic(t *testing.T) {
 	if code, out, _ := runCLI(t, "traces", "--help"); code != 0 || !strings.Contains(out, "--from anthropic") {
 		t.Errorf("traces --help: exit %d\n%s", code, out)
 	}
+}
+
+// runImport imports in (of format from) into out, checks that the summary
+// mentions summary, and returns the sessions of out.
+func runImport(t *testing.T, from, in, out, summary string) []trace.Session {
+	t.Helper()
+	code, stdout, errOut := runCLI(t, "traces", "import", "--from", from, "-o", out, in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(stdout, summary) {
+		t.Errorf("summary: %q, want it to mention %q", stdout, summary)
+	}
+	ss, err := trace.Collect(trace.NewReader(nil).Events(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
 }
