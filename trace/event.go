@@ -2,13 +2,17 @@
 // trace format of ../shared/traces/README.md (read and written, plain or
 // gzipped), and importers from other log formats.
 //
-// An Event is one finished tool call. Readers keep going past unknown fields
-// and report malformed lines with file:line; writers append one line per
+// An Event is one finished tool call, or a message of the conversation.
+// Readers keep the fields a line's kind does not define in Event.Extra, which
+// writers put back, and report malformed lines with file:line; writers append one line per
 // event and rotate files, so a crash leaves at most one torn last line, which
 // readers skip with a warning.
 package trace
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Status is the outcome of a call: StatusOK or StatusError.
 type Status string
@@ -78,6 +82,44 @@ type Event struct {
 	// several did).
 	Origin string `json:"origin,omitempty"`
 	Source string `json:"source,omitempty"`
+
+	// Extra holds the fields of the line that its kind does not define
+	// (see fieldsOf), as read; EncodeLine writes them after the defined
+	// ones, so that a tool that passes a trace on loses nothing. A key
+	// that names a defined field (in any case, as encoding/json matches)
+	// is ignored when written. Nil for almost every line.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// Fields each kind of line defines; all others go to Event.Extra. A
+// message line defines no call fields, and a line of an unknown kind only
+// the fields every line has.
+var (
+	callFields    = []string{"kind", "session", "seq", "step", "tool", "args", "status", "output", "requestor", "call_id", "ts", "result_ts", "duration_ms", "llm_ms", "speculative", "outcome", "source", "origin"}
+	messageFields = []string{"kind", "session", "seq", "step", "role", "content", "ts"}
+	commonFields  = []string{"kind", "session", "seq", "step", "ts"}
+)
+
+// fieldsOf returns the fields that a line of ev's kind defines.
+func fieldsOf(ev *Event) []string {
+	switch {
+	case ev.IsCall(), ev.Kind == KindSpeculative:
+		return callFields
+	case ev.IsMessage():
+		return messageFields
+	}
+	return commonFields
+}
+
+// defines reports whether key names one of fields, matched as
+// encoding/json matches keys to struct fields (case-insensitively).
+func defines(fields []string, key string) bool {
+	for _, f := range fields {
+		if strings.EqualFold(f, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsCall reports whether ev is a tool call line (authoritative or

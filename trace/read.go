@@ -170,6 +170,7 @@ func (r *Reader) readStream(name string, in io.Reader, yield func(Event, error) 
 		src = zr
 	}
 	lr := bufio.NewReaderSize(src, 64<<10)
+	var dec lineDecoder
 	var line []byte
 	for n := 1; ; n++ {
 		line = line[:0]
@@ -183,7 +184,7 @@ func (r *Reader) readStream(name string, in io.Reader, yield func(Event, error) 
 		body := bytes.TrimSpace(line)
 		if len(body) > 0 {
 			r.stats.Lines++
-			ev, perr := parseLine(body)
+			ev, perr := dec.parse(body)
 			switch {
 			case perr == nil:
 				r.stats.Events++
@@ -291,15 +292,91 @@ func parseMessage(raw *rawEvent) (Event, *parseError) {
 	}, nil
 }
 
-// parseLine decodes one line. Unknown fields are ignored.
-func parseLine(line []byte) (Event, *parseError) {
+// lineDecoder decodes the lines of one stream. It is not safe for
+// concurrent use.
+type lineDecoder struct {
+	src bytes.Reader
+	// dec decodes line after line, reusing its buffer (a json.Decoder per
+	// line would allocate a copy of each); nil after an error, which a
+	// Decoder keeps.
+	dec *json.Decoder
+}
+
+// parse decodes one line, keeping the fields its kind does not define in
+// Extra.
+func (d *lineDecoder) parse(line []byte) (Event, *parseError) {
 	var raw rawEvent
-	if err := json.Unmarshal(line, &raw); err != nil {
+	unknown, err := d.decode(line, &raw)
+	if err != nil {
 		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 			return Event{}, fieldErr(te.Field, "want %s, got JSON %s", te.Type, te.Value)
 		}
 		return Event{}, &parseError{err: err}
 	}
+	ev, perr := parseRaw(&raw)
+	if perr != nil {
+		return Event{}, perr
+	}
+	// A line of a known kind whose keys are all fields of rawEvent, and
+	// of its kind, has no extra fields: the common case, decoded once.
+	switch {
+	case unknown:
+	case ev.IsCall() && raw.Role == nil && raw.Content == nil:
+		return ev, nil
+	case ev.IsMessage() && !raw.hasCallFields():
+		return ev, nil
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(line, &all); err != nil {
+		return Event{}, &parseError{err: err} // cannot happen: the line decoded above
+	}
+	fields := fieldsOf(&ev)
+	for k, v := range all {
+		if !defines(fields, k) {
+			if ev.Extra == nil {
+				ev.Extra = make(map[string]json.RawMessage)
+			}
+			ev.Extra[k] = v
+		}
+	}
+	return ev, nil
+}
+
+// decode decodes line into raw and reports whether the line has keys that
+// are not fields of rawEvent. Lines without such keys, the common case, are
+// decoded once; others again with json.Unmarshal, since a Decoder that
+// disallows unknown fields reports the first of them rather than a type
+// error that may follow.
+func (d *lineDecoder) decode(line []byte, raw *rawEvent) (unknown bool, err error) {
+	d.src.Reset(line)
+	if d.dec == nil {
+		d.dec = json.NewDecoder(&d.src)
+		d.dec.DisallowUnknownFields()
+	}
+	start := d.dec.InputOffset()
+	err = d.dec.Decode(raw)
+	if err == nil && d.dec.InputOffset()-start == int64(len(line)) && d.src.Len() == 0 {
+		return false, nil
+	}
+	// An unknown field, data after the object (which would start the next
+	// line), or a malformed line: json.Unmarshal gives the values, or the
+	// error, for the whole line.
+	d.dec = nil
+	unknown = err != nil && strings.HasPrefix(err.Error(), "json: unknown field ")
+	*raw = rawEvent{}
+	return unknown, json.Unmarshal(line, raw)
+}
+
+// hasCallFields reports whether a call's fields were set on the line
+// (present with their zero value, they are not seen, and not kept).
+func (raw *rawEvent) hasCallFields() bool {
+	return raw.Tool != nil || raw.Args != nil || raw.Status != nil || raw.Output != nil ||
+		raw.Requestor != "" || raw.CallID != "" || raw.ResultTS != "" || raw.DurationMS != nil || raw.LLMMS != nil ||
+		raw.Speculative || raw.Outcome != "" || raw.Source != ""
+}
+
+// parseRaw checks a decoded line and returns its event, without Extra.
+func parseRaw(raw *rawEvent) (Event, *parseError) {
 	switch {
 	case raw.Session == nil || *raw.Session == "":
 		return Event{}, fieldErr("session", "missing or empty")
@@ -308,7 +385,7 @@ func parseLine(line []byte) (Event, *parseError) {
 	case *raw.Seq < 0:
 		return Event{}, fieldErr("seq", "negative (%d)", *raw.Seq)
 	case raw.Kind == KindMessage:
-		return parseMessage(&raw)
+		return parseMessage(raw)
 	case raw.Kind != "" && raw.Kind != KindSpeculative:
 		// A kind this reader does not know: kept, for tools that pass
 		// lines on; consumers skip it (Event.IsCall is false).

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,8 @@ func TestReadEvents(t *testing.T) {
 	}
 	llm := 12.5
 	want := []Event{
-		{Session: "s", Seq: 0, Step: 1, Tool: "get", Args: json.RawMessage(`{"id":1}`), Status: StatusOK, Output: `{"a": [1, 2]}`, LLMMS: &llm},
+		{Session: "s", Seq: 0, Step: 1, Tool: "get", Args: json.RawMessage(`{"id":1}`), Status: StatusOK, Output: `{"a": [1, 2]}`, LLMMS: &llm,
+			Extra: map[string]json.RawMessage{"extra": json.RawMessage(`{"ignored":true}`)}},
 		{Session: "s", Seq: 1, Step: 2, Tool: "put", Status: StatusError},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -209,13 +211,7 @@ func TestCollect(t *testing.T) {
 	in := []Event{
 		{Session: "b", Seq: 1}, {Session: "a", Seq: 2}, {Session: "b", Seq: 0}, {Session: "a", Seq: 0}, {Session: "a", Seq: 1},
 	}
-	got, err := Collect(func(yield func(Event, error) bool) {
-		for _, ev := range in {
-			if !yield(ev, nil) {
-				return
-			}
-		}
-	})
+	got, err := Collect(stream(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +225,17 @@ func TestCollect(t *testing.T) {
 }
 
 // FuzzRead checks that no input crashes the reader, that every event it
-// accepts is valid, and that writing the events back reads the same.
+// accepts is valid, and that writing the events back reads the same: once
+// written, a trace is a fixed point of reading and writing, unknown fields
+// and kinds included.
 func FuzzRead(f *testing.F) {
 	f.Add([]byte(line0 + "\n" + line1 + "\n"))
 	f.Add([]byte(line0 + "\n" + line1[:20]))
 	f.Add([]byte(`{"session":"s","seq":0,"tool":"t","status":"ok","args":{"a":"\u00e9"},"output":{"k":[1,2]}}`))
 	f.Add([]byte("\n\n{}\n"))
 	f.Add([]byte(gzHeaderless()))
+	f.Add([]byte(`{"session":"s","kind":"message","role":"user","content":"hi","seq":0,"note":1,"tool":"x"}` + "\n" + `{"session":"s","kind":"k","seq":0,"a":[1]}`))
+	f.Add([]byte(`{"session":"s","seq":0,"tool":"t","status":"ok","x":{"y":"<&>"},"Role":"r","SEQ":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(&ReadOptions{SkipBad: true})
 		var evs []Event
@@ -243,34 +243,69 @@ func FuzzRead(f *testing.F) {
 			if err != nil {
 				return // an I/O-level error (e.g. a corrupt gzip header) is fine
 			}
-			if ev.Session == "" || ev.Tool == "" || ev.Seq < 0 || (ev.Status != StatusOK && ev.Status != StatusError) {
+			valid := ev.Session != "" && ev.Seq >= 0
+			switch {
+			case ev.IsCall():
+				valid = valid && ev.Tool != "" && (ev.Status == StatusOK || ev.Status == StatusError)
+			case ev.IsMessage():
+				valid = valid && (ev.Role == RoleSystem || ev.Role == RoleUser || ev.Role == RoleAssistant)
+			}
+			if !valid {
 				t.Fatalf("invalid event accepted: %+v", ev)
 			}
 			evs = append(evs, ev)
 		}
-		var buf bytes.Buffer
-		for _, ev := range evs {
-			if err := EncodeLine(&buf, ev); err != nil {
-				t.Fatalf("re-encoding %+v: %v", ev, err)
-			}
-		}
-		var again []Event
-		for ev, err := range NewReader(nil).Read("again", &buf) {
-			if err != nil {
-				t.Fatalf("re-reading: %v", err)
-			}
-			again = append(again, ev)
-		}
+		once := encodeAll(t, evs)
+		again := roundTrip(t, evs)
 		if len(again) != len(evs) {
 			t.Fatalf("round trip: %d events, want %d", len(again), len(evs))
 		}
 		for i := range evs {
 			a, b := evs[i], again[i]
-			if a.Session != b.Session || a.Seq != b.Seq || a.Tool != b.Tool || a.Output != b.Output || a.Status != b.Status {
+			if a.Kind != b.Kind || a.Session != b.Session || a.Seq != b.Seq || a.Tool != b.Tool || a.Output != b.Output || a.Status != b.Status ||
+				a.Role != b.Role || a.Content != b.Content || len(a.Extra) != len(b.Extra) {
 				t.Fatalf("round trip changed event %d: %+v → %+v", i, a, b)
 			}
 		}
+		if twice := encodeAll(t, again); twice != once {
+			t.Fatalf("writing what was written and read changed it:\n%s\n%s", once, twice)
+		}
 	})
+}
+
+func encodeAll(t *testing.T, evs []Event) string {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, ev := range evs {
+		if err := EncodeLine(&buf, ev); err != nil {
+			t.Fatalf("encoding %+v: %v", ev, err)
+		}
+	}
+	return buf.String()
+}
+
+// stream yields evs without error.
+func stream(evs []Event) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// roundTrip writes evs with EncodeLine and reads them back.
+func roundTrip(t *testing.T, evs []Event) []Event {
+	t.Helper()
+	var again []Event
+	for ev, err := range NewReader(nil).Read("again", strings.NewReader(encodeAll(t, evs))) {
+		if err != nil {
+			t.Fatalf("reading back: %v", err)
+		}
+		again = append(again, ev)
+	}
+	return again
 }
 
 func gzHeaderless() string { return "\x1f\x8bnot really gzip" }

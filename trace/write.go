@@ -168,20 +168,65 @@ func (w *Writer) Close() error {
 	return nil
 }
 
-// EncodeLine writes ev to w as one JSONL line in the trace format. Args are
+// EncodeLine writes ev to w as one JSONL line in the trace format: a call's
+// fields, a message line's (../shared/traces/README.md), or for another
+// kind its fields that are set; then ev.Extra. Args and Extra values are
 // compacted (a RawMessage spanning lines cannot break the format) and must
 // be valid JSON.
 func EncodeLine(w io.Writer, ev Event) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
 	var v any = ev
-	if ev.IsMessage() {
+	switch {
+	case ev.IsMessage():
 		v = messageLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Role: ev.Role, Content: ev.Content, TS: ev.TS}
+	case !ev.IsCall() && ev.Kind != KindSpeculative:
+		v = otherLine(ev)
 	}
-	if err := enc.Encode(v); err != nil {
+	var err error
+	if len(ev.Extra) == 0 {
+		err = newEncoder(w).Encode(v)
+	} else {
+		err = encodeWithExtra(w, v, &ev)
+	}
+	if err != nil {
 		return fmt.Errorf("encoding event %s/%d: %w", ev.Session, ev.Seq, err)
 	}
 	return nil
+}
+
+func newEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+// encodeWithExtra writes v, an object, followed by the keys of ev.Extra
+// that its kind does not define, in key order.
+func encodeWithExtra(w io.Writer, v any, ev *Event) error {
+	fields := fieldsOf(ev)
+	extra := make(map[string]json.RawMessage, len(ev.Extra))
+	for k, x := range ev.Extra {
+		if !defines(fields, k) {
+			extra[k] = x
+		}
+	}
+	var known, more bytes.Buffer
+	if err := newEncoder(&known).Encode(v); err != nil {
+		return err
+	}
+	if len(extra) == 0 {
+		_, err := w.Write(known.Bytes())
+		return err
+	}
+	if err := newEncoder(&more).Encode(extra); err != nil {
+		return err
+	}
+	// {"a":1}\n + {"x":2}\n → {"a":1,"x":2}\n (the known object is never
+	// empty: it has at least a session and a seq).
+	line := known.Bytes()[:known.Len()-2]
+	line = append(line, ',')
+	line = append(line, more.Bytes()[1:]...)
+	_, err := w.Write(line)
+	return err
 }
 
 // messageLine is the shape of a message line (../shared/traces/README.md):
@@ -194,4 +239,31 @@ type messageLine struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 	TS      string `json:"ts,omitempty"`
+}
+
+// otherLine is the shape of a line of another kind: the fields that are
+// set. Read back, such a line keeps the fields every line has and puts the
+// rest in Extra, which writes them out again in the same place.
+type otherLine struct {
+	Kind        string                     `json:"kind"`
+	Session     string                     `json:"session"`
+	Seq         int                        `json:"seq"`
+	Step        int                        `json:"step,omitempty"`
+	Tool        string                     `json:"tool,omitempty"`
+	Args        json.RawMessage            `json:"args,omitempty"`
+	Status      Status                     `json:"status,omitempty"`
+	Role        string                     `json:"role,omitempty"`
+	Content     string                     `json:"content,omitempty"`
+	Output      string                     `json:"output,omitempty"`
+	Requestor   string                     `json:"requestor,omitempty"`
+	CallID      string                     `json:"call_id,omitempty"`
+	TS          string                     `json:"ts,omitempty"`
+	ResultTS    string                     `json:"result_ts,omitempty"`
+	DurationMS  *float64                   `json:"duration_ms,omitempty"`
+	LLMMS       *float64                   `json:"llm_ms,omitempty"`
+	Speculative bool                       `json:"speculative,omitempty"`
+	Outcome     string                     `json:"outcome,omitempty"`
+	Origin      string                     `json:"origin,omitempty"`
+	Source      string                     `json:"source,omitempty"`
+	Extra       map[string]json.RawMessage `json:"-"`
 }

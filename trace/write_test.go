@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestWriterRoundTrip(t *testing.T) {
@@ -195,5 +198,95 @@ func TestWriterKeepsMaxFilesPrivate(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a file that is not a trace was removed: %v", err)
+	}
+}
+
+// TestUnknownFieldsRoundTrip checks that a line keeps the fields ahead
+// does not know, whatever its kind, when read and written back.
+func TestUnknownFieldsRoundTrip(t *testing.T) {
+	for _, tt := range []struct{ name, in, out string }{
+		{
+			name: "call",
+			in:   `{"session":"s","seq":0,"step":1,"tool":"get","args":{"id": 1},"status":"ok","output":"x","note":"retried <twice>","z":{"a":[1, 2]},"a":null}`,
+			out:  `{"session":"s","seq":0,"step":1,"tool":"get","args":{"id":1},"status":"ok","output":"x","a":null,"note":"retried <twice>","z":{"a":[1,2]}}`,
+		},
+		{
+			name: "call with a message's field",
+			in:   `{"session":"s","seq":0,"tool":"get","status":"ok","role":"assistant"}`,
+			out:  `{"session":"s","seq":0,"step":0,"tool":"get","args":null,"status":"ok","output":"","role":"assistant"}`,
+		},
+		{
+			name: "message",
+			in:   `{"session":"s","kind":"message","role":"user","content":"hi","seq":0,"note":"first","tool":"t"}`,
+			out:  `{"kind":"message","session":"s","seq":0,"role":"user","content":"hi","note":"first","tool":"t"}`,
+		},
+		{
+			name: "unknown kind",
+			in:   `{"session":"s","kind":"stream_call","seq":2,"step":3,"tool":"put","args":{"k":"v"},"origin":"stream"}`,
+			out:  `{"kind":"stream_call","session":"s","seq":2,"step":3,"args":{"k":"v"},"origin":"stream","tool":"put"}`,
+		},
+		{
+			name: "defined fields in another case are not extra",
+			in:   `{"session":"s","seq":0,"tool":"get","status":"ok","Output":"o","x":1}`,
+			out:  `{"session":"s","seq":0,"step":0,"tool":"get","args":null,"status":"ok","output":"o","x":1}`,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var evs []Event
+			for ev, err := range NewReader(nil).Read("in", strings.NewReader(tt.in+"\n")) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, ev)
+			}
+			var buf bytes.Buffer
+			for _, ev := range evs {
+				if err := EncodeLine(&buf, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := strings.TrimSuffix(buf.String(), "\n"); got != tt.out {
+				t.Errorf("written:\n%s\nwant:\n%s", got, tt.out)
+			}
+			// What was written reads back to the same event (Args and
+			// Extra values compacted, as written).
+			again := roundTrip(t, evs)
+			if evs[0].Args != nil {
+				evs[0].Args = compactJSON(evs[0].Args)
+			}
+			for k, v := range evs[0].Extra {
+				evs[0].Extra[k] = compactJSON(v)
+			}
+			if diff := cmp.Diff(evs, again); diff != "" {
+				t.Errorf("read back (-first +again):\n%s", diff)
+			}
+		})
+	}
+}
+
+// compactJSON lets tests compare JSON values as the writer writes them.
+func compactJSON(v json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return v
+	}
+	return b.Bytes()
+}
+
+// TestEncodeLineExtraNeverOverrides checks that Extra cannot replace or
+// repeat a field the line's kind defines.
+func TestEncodeLineExtraNeverOverrides(t *testing.T) {
+	ev := Event{Session: "s", Tool: "t", Status: StatusOK, Extra: map[string]json.RawMessage{"tool": json.RawMessage(`"evil"`), "SESSION": json.RawMessage(`"x"`)}}
+	var buf bytes.Buffer
+	if err := EncodeLine(&buf, ev); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"session":"s","seq":0,"step":0,"tool":"t","args":null,"status":"ok","output":""}` + "\n"
+	if buf.String() != want {
+		t.Errorf("got %s want %s", buf.String(), want)
+	}
+	ev.Extra = map[string]json.RawMessage{"bad": json.RawMessage(`{`)}
+	if err := EncodeLine(&buf, ev); err == nil {
+		t.Error("EncodeLine wrote an invalid Extra value")
 	}
 }

@@ -8,34 +8,52 @@ import (
 	"github.com/ahead-dev/ahead/trace"
 )
 
-const tracesHelp = `Convert agent logs into ahead's trace format (one JSON event per line).
+const tracesHelp = `Convert agent transcripts into ahead's trace format: one JSON line per tool
+call, and one per message of the conversation (system prompt, user and
+assistant text), in the order they happened.
 
-  --from openai   chat transcripts in the OpenAI messages shape: assistant
-                  "tool_calls" and "role": "tool" results (or Responses-API
-                  function_call / function_call_output items), one
-                  conversation per file, per JSONL line, or per element of a
-                  JSON array. Results are paired with calls by id, and by
-                  position when ids are missing or repeat.
+  --from openai     OpenAI chat transcripts: messages with assistant
+                    "tool_calls" and "role": "tool" results; also reads
+                    Responses items
+  --from responses  OpenAI Responses items: "message" items (input_text,
+                    output_text), function_call and function_call_output
+                    (the same importer as openai, which reads both shapes)
+  --from anthropic  Anthropic messages: content blocks text, tool_use and
+                    tool_result, and a request's "system" field
+
+A file holds one conversation (a JSON array of messages, or one message per
+JSONL line) or several (objects with a "messages" array, one per line or in
+a JSON array). Results are paired with calls by id, and by position when ids
+are missing or repeat; tool results are the calls' outputs, not messages.
+Images are dropped; text parts are joined.
 
 The output is gzipped when its name ends in .gz; "-" writes to stdout.`
+
+// importers are the transcript formats of --from.
+var importers = map[string]func(string, []byte, *trace.ImportOptions, *trace.ImportStats) ([]trace.Event, error){
+	"openai":    trace.ImportOpenAI,
+	"responses": trace.ImportOpenAI,
+	"anthropic": trace.ImportAnthropic,
+}
 
 func runTraces(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "import" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fs := newFlagSet(e, "traces", "traces import --from openai FILE... -o OUT.jsonl.gz", tracesHelp)
+			fs := newFlagSet(e, "traces", "traces import --from openai|responses|anthropic FILE... -o OUT.jsonl.gz", tracesHelp)
 			return parseFlags(fs, args)
 		}
 		return usageErr("want the subcommand import")
 	}
-	fs := newFlagSet(e, "traces import", "traces import --from openai FILE... -o OUT.jsonl.gz", tracesHelp)
-	from := fs.String("from", "", "input format: openai (required)")
+	fs := newFlagSet(e, "traces import", "traces import --from openai|responses|anthropic FILE... -o OUT.jsonl.gz", tracesHelp)
+	from := fs.String("from", "", "input format: openai, responses or anthropic (required)")
 	out := fs.String("o", "", "output trace file (required; .gz compresses, - is stdout)")
 	skipBad := fs.Bool("skip-bad", false, "skip calls whose arguments are not a JSON object (counted) instead of failing")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if *from != "openai" {
-		return usageErr("--from must be openai")
+	importFile, ok := importers[*from]
+	if !ok {
+		return usageErr("--from must be openai, responses or anthropic")
 	}
 	if *out == "" {
 		return usageErr("-o OUT is required")
@@ -53,7 +71,7 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		evs, err := trace.ImportOpenAI(name, data, &trace.ImportOptions{SkipBad: *skipBad}, &stats)
+		evs, err := importFile(name, data, &trace.ImportOptions{SkipBad: *skipBad}, &stats)
 		if err != nil {
 			return err
 		}
@@ -66,7 +84,7 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 	if *out == "-" {
 		w = e.stderr
 	}
-	fmt.Fprintf(w, "imported %d files: %d sessions, %d calls → %s\n", fs.NArg(), stats.Sessions, stats.Calls, *out)
+	fmt.Fprintf(w, "imported %d files: %d sessions, %d calls, %d messages → %s\n", fs.NArg(), stats.Sessions, stats.Calls, stats.Messages, *out)
 	if stats.Unanswered > 0 || stats.Orphans > 0 || stats.Bad > 0 {
 		fmt.Fprintf(w, "left out: %d calls without a result, %d results without a call, %d calls with malformed arguments\n",
 			stats.Unanswered, stats.Orphans, stats.Bad)
