@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/ahead-dev/ahead/trace"
@@ -69,9 +70,8 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	if n == 0 {
 		return nil, ErrNoSessions
 	}
-	m := fit(sessions, &o)
 	if o.NoCalibration {
-		return m, nil
+		return fit(sessions, &o), nil
 	}
 	var halves [2][]trace.Session
 	for _, s := range sessions {
@@ -81,13 +81,26 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		}
 		halves[h] = append(halves[h], s)
 	}
-	var pairs [2][]calPair
+	// The three fits are independent: run them side by side.
+	var m *Model
+	var halfPairs [2][2][]calPair
+	var wg sync.WaitGroup
+	wg.Go(func() { m = fit(sessions, &o) })
 	for h := range halves {
 		if len(halves[h]) == 0 || len(halves[1-h]) == 0 {
 			continue
 		}
-		fm := fit(halves[h], &o)
-		appendPairs(&pairs, compile(fm), halves[1-h], o.MaxBytes)
+		wg.Go(func() {
+			fm := fit(halves[h], &o)
+			appendPairs(&halfPairs[h], compile(fm), halves[1-h], o.MaxBytes)
+		})
+	}
+	wg.Wait()
+	var pairs [2][]calPair
+	for h := range halfPairs {
+		for i := range pairs {
+			pairs[i] = append(pairs[i], halfPairs[h][i]...)
+		}
 	}
 	m.Calibration = make(map[string][]CalPoint)
 	for i, name := range strata {
@@ -500,7 +513,7 @@ func fitWeights(ins []instance) []float64 {
 	h := make([]float64, nFeat)
 	var p []float64
 	const l2, rate = 1e-3, 0.3
-	for it := 0; it < 200; it++ {
+	for it := 0; it < 120; it++ {
 		clear(g)
 		for _, in := range ins {
 			p = p[:0]

@@ -64,8 +64,16 @@ func (st *state) argCands(t *cTool, a *cArg, w []float64, dst []cand) []cand {
 		if seg.byKey == nil {
 			continue
 		}
+		// The segment's mentions, the most recent first.
+		mentions := st.mentions[:0]
 		for _, k := range a.keys {
-			for _, i := range seg.byKey[k] {
+			mentions = append(mentions, seg.byKey[k]...)
+		}
+		slices.Sort(mentions)
+		st.mentions = mentions
+		for mi := len(mentions) - 1; mi >= 0; mi-- {
+			i := mentions[mi]
+			{
 				tk := seg.toks[i]
 				for _, tl := range a.logTf {
 					lp := tl.lp
@@ -81,14 +89,13 @@ func (st *state) argCands(t *cTool, a *cArg, w []float64, dst []cand) []cand {
 						}
 						js = v
 					} else {
-						b, _ := json.Marshal(v)
-						js = string(b)
+						js = quote(v)
 					}
 					c := cand{v: js, pos: seg.n<<20 | int(i), text: tk.text}
 					c.x[fTf] = lp
-					c.x[fClass] = a.logCls[k]
+					c.x[fClass] = a.logCls[tk.bits]
 					c.x[fShape] = a.shpMiss
-					if l, ok := a.logShp[shape(tk.text)]; ok {
+					if l, ok := a.logShp[tk.shape]; ok {
 						c.x[fShape] = l
 					}
 					c.x[fLen] = a.lenMiss
@@ -135,8 +142,8 @@ func (st *state) argCands(t *cTool, a *cArg, w []float64, dst []cand) []cand {
 			}
 		}
 	}
-	// Recency rank among the distinct tokens, the most recent first.
-	slices.SortFunc(dst, func(x, y cand) int { return cmp.Compare(y.pos, x.pos) })
+	// Recency rank among the distinct tokens (dst is the most recent
+	// first).
 	if st.seen == nil {
 		st.seen = make(map[string]int)
 	}
@@ -164,14 +171,20 @@ func (st *state) argCands(t *cTool, a *cArg, w []float64, dst []cand) []cand {
 		dst[i].score = dot(w, dst[i].x[:])
 	}
 	// One per value: the best scored mention.
-	slices.SortStableFunc(dst, func(x, y cand) int {
-		if c := cmp.Compare(x.v, y.v); c != 0 {
-			return c
+	clear(st.seen)
+	n := 0
+	for i := range dst {
+		if j, ok := st.seen[dst[i].v]; ok {
+			if dst[i].score > dst[j].score {
+				dst[j] = dst[i]
+			}
+			continue
 		}
-		return cmp.Compare(y.score, x.score)
-	})
-	dst = slices.CompactFunc(dst, func(x, y cand) bool { return x.v == y.v })
-	return dst
+		st.seen[dst[i].v] = n
+		dst[n] = dst[i]
+		n++
+	}
+	return dst[:n]
 }
 
 func constString(v json.RawMessage) string {
@@ -256,7 +269,7 @@ type rawPred struct {
 const (
 	// maxMentions bounds the mentions an argument's candidates are read
 	// from, the most recent first.
-	maxMentions = 256
+	maxMentions = 48
 	maxTools    = 6
 	maxValues   = 3
 	minRaw      = 1e-4
@@ -396,4 +409,18 @@ func (st *state) stratum() int {
 		return 1
 	}
 	return 0
+}
+
+// quote returns the JSON string of v: as is between quotes when it is
+// plain ASCII without quotes, escapes or HTML characters (as tokens are),
+// else as encoding/json writes it.
+func quote(v string) string {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < 0x20, c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+	}
+	return `"` + v + `"`
 }

@@ -40,9 +40,10 @@ type segment struct {
 }
 
 type token struct {
-	text string
-	bits uint16
-	word int32 // vocabulary id, or -1
+	text  string
+	shape string // set when an argument reads its class set
+	bits  uint16
+	word  int32 // vocabulary id, or -1
 }
 
 // state is what a session's conversation left: a bounded window of
@@ -70,6 +71,7 @@ type state struct {
 	used     map[string]bool
 	usedSame map[string]bool
 	seen     map[string]int // scratch of argCands
+	mentions []int32        // scratch of argCands
 	// mining only: tokens by normalised text, to find values.
 	index map[string][]tokRef
 }
@@ -128,6 +130,7 @@ func (st *state) tokenize(seg *segment, s, arg string) {
 			seg.args = append(seg.args, arg)
 		}
 		if st.c.readsClass(tk.bits) {
+			seg.toks[i].shape = shape(t)
 			if seg.byKey == nil {
 				seg.byKey = make(map[uint16][]int32)
 			}
@@ -234,6 +237,7 @@ func (st *state) observe(ev trace.Event) {
 			seg.toks = append(seg.toks, tk)
 			seg.args = append(seg.args, k)
 			if st.c.readsClass(tk.bits) {
+				seg.toks[i].shape = shape(s)
 				if seg.byKey == nil {
 					seg.byKey = make(map[uint16][]int32)
 				}
