@@ -1,0 +1,349 @@
+package convo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+func readTestdata(t testing.TB) []trace.Session {
+	t.Helper()
+	sessions, err := trace.Collect(trace.NewReader(nil).Events("testdata/library.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sessions
+}
+
+func mineTestdata(t testing.TB) *Model {
+	t.Helper()
+	m, err := Mine(readTestdata(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func msg(session, role, content string) trace.Event {
+	return trace.Event{Kind: trace.KindMessage, Session: session, Role: role, Content: content}
+}
+
+func call(session, tool, args string) trace.Event {
+	return trace.Event{Session: session, Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK}
+}
+
+func TestPredict(t *testing.T) {
+	m := mineTestdata(t)
+	tests := []struct {
+		name  string
+		steps []trace.Event // the last one's predictions are checked
+		want  string        // tool and canonical args of a top-3 prediction
+	}{
+		{
+			name: "first call from what the user said",
+			steps: []trace.Event{
+				msg("s", "system", "You are a library assistant."),
+				msg("s", "user", "Hello, I want to renew a loan. My member id is ola_nordmann_8812."),
+			},
+			want: `lookup_member{"member_id":"ola_nordmann_8812"}`,
+		},
+		{
+			name: "a '#' dropped, after a call",
+			steps: []trace.Event{
+				msg("s", "user", "Hi, my member id is ola_nordmann_8812, I want to extend a loan."),
+				call("s", "lookup_member", `{"member_id":"ola_nordmann_8812"}`),
+				msg("s", "assistant", "Which loan?"),
+				msg("s", "user", "The loan number is #L445566, thanks."),
+			},
+			want: `get_loan{"loan_id":"L445566"}`,
+		},
+		{
+			name: "a constant argument beside a value",
+			steps: []trace.Event{
+				msg("s", "user", "My member id is ola_nordmann_8812. I would like to renew."),
+				call("s", "lookup_member", `{"member_id":"ola_nordmann_8812"}`),
+				msg("s", "user", "The loan number is #L445566."),
+				call("s", "get_loan", `{"loan_id":"L445566"}`),
+				msg("s", "user", "Yes please, go ahead."),
+			},
+			want: `renew_loan{"loan_id":"L445566","weeks":2}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := New(m, nil)
+			var got []predict.Prediction
+			for _, ev := range tt.steps {
+				if ev.IsMessage() {
+					got = p.Hear(ev)
+				} else {
+					got = p.Observe(ev)
+				}
+			}
+			var keys []string
+			for i, g := range got {
+				if g.Origin != predict.OriginMessage || g.P < 0 || g.P > 1 {
+					t.Errorf("prediction %d = %+v: want origin message and P in [0, 1]", i, g)
+				}
+				if i < 3 {
+					keys = append(keys, g.Tool+string(g.Args))
+				}
+			}
+			found := false
+			for _, k := range keys {
+				found = found || k == tt.want
+			}
+			if !found {
+				t.Errorf("top 3 = %v, want %s among them", keys, tt.want)
+			}
+		})
+	}
+}
+
+// TestCanary: an id that recurs in more than 5 sessions, each time as the
+// first call's argument, and names said by users, appear nowhere in the
+// serialised model (ISSUE-NOTES, privacy).
+func TestCanary(t *testing.T) {
+	sessions := readTestdata(t)
+	canary, n := "zq_canary_4242", 0
+	for _, s := range sessions {
+		var a struct {
+			MemberID string `json:"member_id"`
+		}
+		if json.Unmarshal(s.Events[0].Args, &a) == nil && a.MemberID == canary {
+			n++
+		}
+	}
+	if n <= 5 {
+		t.Fatalf("testdata has the canary in %d sessions' first calls, want more than 5", n)
+	}
+	b, err := json.Marshal(mineTestdata(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{canary, "4242", "Zq", "Alice", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9"} {
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("model holds %q", secret)
+		}
+	}
+	// No string in the model has a digit, '@', '#' or a capital, except
+	// the names of tools and arguments (from the tool side, not said).
+	var m Model
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for w := range m.Words {
+		if !isWord(w) {
+			t.Errorf("vocabulary holds %q", w)
+		}
+	}
+	for _, tm := range m.Tools {
+		for _, a := range tm.Args {
+			for _, c := range a.Consts {
+				if s := string(c.Value); regexp.MustCompile(`[0-9@#A-Z]`).MatchString(strings.Trim(s, `"`)) && s[0] == '"' {
+					t.Errorf("%s.%s keeps the constant %s", tm.Name, a.Name, s)
+				}
+			}
+		}
+	}
+}
+
+func TestPrivate(t *testing.T) {
+	for s, want := range map[string]bool{
+		"economy": false, "one_way": false, "python": false,
+		"W123": true, "a@b.c": true, "#x": true, "Alice": true, "Émile": true, "x1": true,
+	} {
+		if got := private(s); got != want {
+			t.Errorf("private(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	m := mineTestdata(t)
+	b1, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m2 Model
+	if err := json.Unmarshal(b1, &m2); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := json.Marshal(&m2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b1, b2) {
+		t.Errorf("round trip changed the model:\n%s\n%s", b1, b2)
+	}
+	ev := msg("s", "user", "My member id is ola_nordmann_8812, I want to renew a loan.")
+	p1, p2 := New(m, nil).Hear(ev), New(&m2, nil).Hear(ev)
+	if fmt.Sprint(p1) != fmt.Sprint(p2) {
+		t.Errorf("predictions differ after a round trip:\n%v\n%v", p1, p2)
+	}
+	old := bytes.Replace(b1, []byte(`"version":1`), []byte(`"version":0`), 1)
+	if err := json.Unmarshal(old, &m2); !errors.Is(err, ErrVersion) {
+		t.Errorf("a model of another version: err = %v, want ErrVersion", err)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	b1, _ := json.Marshal(mineTestdata(t))
+	b2, _ := json.Marshal(mineTestdata(t))
+	if !bytes.Equal(b1, b2) {
+		t.Error("mining twice gave different models")
+	}
+}
+
+// TestWindow: the window keeps the system prompt and the latest user
+// message, drops the middle, and stays within its bound.
+func TestWindow(t *testing.T) {
+	m := mineTestdata(t)
+	c := compile(m)
+	st := newState(c, 1000, false)
+	st.hear(msg("s", "system", "the system prompt"))
+	st.hear(msg("s", "user", "my member id is ola_nordmann_8812"))
+	for i := 0; i < 100; i++ {
+		st.hear(msg("s", "assistant", strings.Repeat("words and more words ", 5)))
+	}
+	if st.bytes > 1000 {
+		t.Errorf("window holds %d bytes, bound 1000", st.bytes)
+	}
+	if st.segs[0].role != roleSystem {
+		t.Error("the system prompt was dropped")
+	}
+	if !containsSeg(st.segs, st.userSeg) {
+		t.Error("the latest user message was dropped")
+	}
+	var sc scratch
+	found := false
+	for _, p := range st.predict(&sc, 10, false) {
+		found = found || strings.Contains(string(p.Args), "ola_nordmann_8812")
+	}
+	if !found {
+		t.Error("the value in the latest user message is no longer predicted")
+	}
+}
+
+func containsSeg(segs []*segment, s *segment) bool {
+	for _, x := range segs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestConcurrent(t *testing.T) {
+	p := New(mineTestdata(t), &Options{MaxSessions: 8})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Go(func() {
+			for i := 0; i < 50; i++ {
+				s := fmt.Sprintf("s%d", (g+i)%12)
+				p.Start(s)
+				p.Hear(msg(s, "user", "my member id is ola_nordmann_8812, renew please"))
+				p.Observe(call(s, "lookup_member", `{"member_id":"ola_nordmann_8812"}`))
+				if i%7 == 0 {
+					p.Forget(s)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p.mu.Lock()
+	n := len(p.sessions)
+	p.mu.Unlock()
+	if n > 8 {
+		t.Errorf("%d sessions tracked, bound 8", n)
+	}
+}
+
+func FuzzHear(f *testing.F) {
+	m, err := Mine(readTestdata(f), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := New(m, &Options{MaxBytes: 4096})
+	f.Add("My member id is ola_nordmann_8812.", "user")
+	f.Add("#L123 #L # ## \x00\xff é É 1e999 -0", "assistant")
+	f.Add(strings.Repeat("a_b_1 ", 2000), "system")
+	f.Fuzz(func(t *testing.T, content, role string) {
+		preds := p.Hear(msg("f", role, content))
+		preds = append(preds, p.Observe(call("f", "lookup_member", `{"member_id":`+fmt.Sprintf("%q", content)+`}`))...)
+		for _, pr := range preds {
+			if !json.Valid(pr.Args) || pr.P < 0 || pr.P > 1 {
+				t.Fatalf("bad prediction %+v", pr)
+			}
+		}
+	})
+}
+
+// cheater predicts, from each assistant message it hears, the call the
+// message spells out ("CALL tool {args}"): the text of the turn that
+// issues the call.
+type cheater struct{}
+
+func (cheater) Start(string) []predict.Prediction        { return nil }
+func (cheater) Observe(trace.Event) []predict.Prediction { return nil }
+func (cheater) Forget(string)                            {}
+func (cheater) Hear(m trace.Event) []predict.Prediction {
+	tool, args, ok := strings.Cut(strings.TrimPrefix(m.Content, "CALL "), " ")
+	if !ok || !strings.HasPrefix(m.Content, "CALL ") {
+		return nil
+	}
+	return []predict.Prediction{{Tool: tool, Args: json.RawMessage(args), P: 1}}
+}
+
+// fileOrder yields a session's messages and calls by seq, messages first:
+// the order of the file, in which a turn's text comes before its calls.
+func fileOrder(s trace.Session) iter.Seq[trace.Event] {
+	return func(yield func(trace.Event) bool) {
+		mi := 0
+		for _, c := range s.Events {
+			for ; mi < len(s.Messages) && s.Messages[mi].Seq <= c.Seq; mi++ {
+				if !yield(s.Messages[mi]) {
+					return
+				}
+			}
+			if !yield(c) {
+				return
+			}
+		}
+	}
+}
+
+// TestKnownOrder: a predictor that reads the assistant text of the step
+// it predicts gets nothing through the harness (which replays through
+// trace.Known), and the harness refuses an order that would let it.
+func TestKnownOrder(t *testing.T) {
+	in := `{"session":"k","kind":"message","role":"user","content":"hello","seq":0}
+{"session":"k","kind":"message","role":"assistant","content":"CALL look {\"id\":\"x1\"}","seq":0,"step":1}
+{"session":"k","seq":0,"step":1,"tool":"look","args":{"id":"x1"},"status":"ok","output":""}
+{"session":"k","kind":"message","role":"assistant","content":"CALL fix {\"id\":\"x1\"}","seq":1,"step":2}
+{"session":"k","seq":1,"step":2,"tool":"fix","args":{"id":"x1"},"status":"ok","output":""}
+`
+	sessions, err := trace.Collect(trace.NewReader(nil).Read("k.jsonl", strings.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := replay(sessions, trace.Known, cheater{}, cheater{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Convo.All.ExactAt1; got != 0 {
+		t.Errorf("through trace.Known the cheater scores exact_at_1 %.2f, want 0", got)
+	}
+	if _, err := replay(sessions, fileOrder, cheater{}, cheater{}); !errors.Is(err, ErrKnownOrder) {
+		t.Errorf("replay in file order: err = %v, want ErrKnownOrder", err)
+	}
+}

@@ -1,0 +1,34 @@
+// Package convo predicts tool calls from the conversation: what the user,
+// the system prompt and the model's earlier turns said. It is the
+// "message" origin of predictions (predict.OriginMessage), beside the
+// call-sequence patterns of package pattern.
+//
+// Mine learns a Model from recorded sessions (calls and messages, read in
+// the order they became known, trace.Known) with general means only;
+// nothing names a tool, an argument or a domain:
+//
+//   - Tool choice: a naive Bayes model over the lower-case words of the
+//     user's recent message(s), combined with the call sequence (the
+//     previous call's signature or the session start, and whether the
+//     user spoke since).
+//   - Argument values: for each (tool, argument), the shapes of the tokens
+//     of the conversation its values came from (character classes
+//     collapsed, class set, length), the lower-case words around them, the
+//     normalisations agents applied (case, a '#' dropped or added, the
+//     number inside), plus constant values. A candidate token of the
+//     session's recent text (or an earlier call's argument) is scored by a
+//     conditional logit over these features, whose few weights are shared
+//     by every argument; how recently the token was mentioned, and by
+//     whom, are features too.
+//   - Honest probabilities: Mine fits twice on halves of the sessions,
+//     predicts the other half, and fits an isotonic map from raw scores to
+//     the hit rate observed there; a prediction's P is that map's value.
+//
+// Privacy (ISSUE-NOTES, "Hear the conversation"): a Model holds no message
+// text. From messages it keeps only statistics of alphabetic lower-case
+// words seen in at least MineOptions.MinSessions sessions, and shapes; as
+// constants only values without a digit, '@', '#' or an upper-case letter.
+//
+// A Predictor serves a Model online (Hear, Observe, Start, Forget), with a
+// bounded window of each session's text.
+package convo

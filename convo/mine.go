@@ -1,0 +1,641 @@
+package convo
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// MineOptions configure Mine. The zero value of each field means its
+// default.
+type MineOptions struct {
+	// MinSessions is the least number of sessions a word (or a constant)
+	// must be seen in to be kept; 0 means 5. Values below 5 are raised to
+	// 5: it is the privacy floor.
+	MinSessions int
+	// MaxBytes bounds each session's window of text, as Options.MaxBytes;
+	// 0 means DefaultMaxBytes.
+	MaxBytes int
+	// Lambda weighs the user's words against the call sequence in tool
+	// choice; 0 means 0.5, negative means words are not used.
+	Lambda float64
+	// NoCalibration skips the held-out calibration (P is then the raw
+	// score); for tests.
+	NoCalibration bool
+}
+
+// DefaultMaxBytes is the default window of a session's text.
+const DefaultMaxBytes = 32 << 10
+
+func (o *MineOptions) withDefaults() MineOptions {
+	var r MineOptions
+	if o != nil {
+		r = *o
+	}
+	r.MinSessions = max(r.MinSessions, 5)
+	if r.MaxBytes <= 0 {
+		r.MaxBytes = DefaultMaxBytes
+	}
+	if r.Lambda == 0 {
+		r.Lambda = 0.5
+	} else if r.Lambda < 0 {
+		r.Lambda = 0
+	}
+	return r
+}
+
+// ErrNoSessions is returned by Mine when it is given no calls.
+var ErrNoSessions = errors.New("convo: no calls to mine")
+
+// Mine learns a Model from sessions, read through trace.Known.
+//
+// Probabilities are made honest by cross-fitting: the sessions are split
+// in two halves by a hash of their id; a model fitted on each half
+// predicts the other, and the hit rates observed there, against the raw
+// scores, give an isotonic calibration map for the model fitted on all.
+func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
+	o := opts.withDefaults()
+	n := 0
+	for _, s := range sessions {
+		n += len(s.Events)
+	}
+	if n == 0 {
+		return nil, ErrNoSessions
+	}
+	if o.NoCalibration {
+		return fit(sessions, &o), nil
+	}
+	var halves [2][]trace.Session
+	for _, s := range sessions {
+		h := 0
+		if trace.KeyBucket("convo/"+s.ID) < 0.5 {
+			h = 1
+		}
+		halves[h] = append(halves[h], s)
+	}
+	// The three fits are independent: run them side by side.
+	var m *Model
+	var halfPairs [2][2][]calPair
+	var wg sync.WaitGroup
+	wg.Go(func() { m = fit(sessions, &o) })
+	for h := range halves {
+		if len(halves[h]) == 0 || len(halves[1-h]) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			fm := fit(halves[h], &o)
+			appendPairs(&halfPairs[h], compile(fm), halves[1-h], o.MaxBytes)
+		})
+	}
+	wg.Wait()
+	var pairs [2][]calPair
+	for h := range halfPairs {
+		for i := range pairs {
+			pairs[i] = append(pairs[i], halfPairs[h][i]...)
+		}
+	}
+	m.Calibration = make(map[string][]CalPoint)
+	for i, name := range strata {
+		m.Calibration[name] = isotonic(pairs[i])
+	}
+	return m, nil
+}
+
+// fit learns the tables and the weights of a model from sessions.
+func fit(sessions []trace.Session, o *MineOptions) *Model {
+	m := &Model{Version: ModelVersion, MinSessions: o.MinSessions, Lambda: o.Lambda, Seq: make(map[string]map[string]float64)}
+	m.Words = vocabulary(sessions, o.MinSessions)
+	c0 := compile(m)
+	tm := newTableMiner(m)
+	for _, s := range sessions {
+		st := newState(c0, o.MaxBytes, true)
+		tm.session = s.ID
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+				continue
+			}
+			tm.call(st, ev)
+			st.observe(ev)
+		}
+	}
+	tm.finish(o.MinSessions)
+	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes))
+	return m
+}
+
+// vocabulary returns the lower-case words of the sessions' messages seen
+// in at least min sessions, with their counts.
+func vocabulary(sessions []trace.Session, min int) map[string]float64 {
+	df := make(map[string]int)
+	count := make(map[string]float64)
+	seen := make(map[string]bool)
+	for _, s := range sessions {
+		clear(seen)
+		for _, msg := range s.Messages {
+			eachToken(msg.Content, func(t string) {
+				if !isWord(t) {
+					return
+				}
+				count[t]++
+				if !seen[t] {
+					seen[t] = true
+					df[t]++
+				}
+			})
+		}
+	}
+	words := make(map[string]float64)
+	for w, n := range df {
+		if n >= min {
+			words[w] = count[w]
+		}
+	}
+	return words
+}
+
+type tableMiner struct {
+	m       *Model
+	session string
+	tools   map[string]*ToolModel
+	keySets map[string]map[string]float64 // tool -> joined keys -> count
+	args    map[string]map[string]*ArgModel
+	consts  map[string]map[string]*constStat // tool\x00arg -> value
+	refs    []tokRef
+	tfs     []string
+}
+
+type constStat struct {
+	count    float64
+	sessions int
+	last     string
+}
+
+func newTableMiner(m *Model) *tableMiner {
+	return &tableMiner{m: m, tools: make(map[string]*ToolModel), keySets: make(map[string]map[string]float64),
+		args: make(map[string]map[string]*ArgModel), consts: make(map[string]map[string]*constStat)}
+}
+
+func (tm *tableMiner) call(st *state, ev trace.Event) {
+	t := tm.tools[ev.Tool]
+	if t == nil {
+		t = &ToolModel{Name: ev.Tool, Words: make(map[string]float64)}
+		tm.tools[ev.Tool] = t
+		tm.keySets[ev.Tool] = make(map[string]float64)
+		tm.args[ev.Tool] = make(map[string]*ArgModel)
+	}
+	t.Calls++
+	flag := "0"
+	if st.spoke {
+		flag = "1"
+	}
+	ctx := st.prev + "|" + flag
+	if tm.m.Seq[ctx] == nil {
+		tm.m.Seq[ctx] = make(map[string]float64)
+	}
+	tm.m.Seq[ctx][ev.Tool]++
+	// toolWords hold ids of the compiled vocabulary; spell them back.
+	for _, id := range st.toolWords {
+		t.Words[st.c.word(id)]++
+		t.WordTotal++
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(ev.Args, &args) != nil {
+		return
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	tm.keySets[ev.Tool][strings.Join(keys, "\x00")]++
+	for _, k := range keys {
+		a := tm.args[ev.Tool][k]
+		if a == nil {
+			a = &ArgModel{Name: k, Kinds: make(map[string]float64), Shapes: make(map[string]float64), Classes: make(map[string]float64),
+				Lengths: make(map[string]float64), Transforms: make(map[string]float64), Near: make(map[string]float64)}
+			tm.args[ev.Tool][k] = a
+		}
+		a.Count++
+		raw := args[k]
+		cv, ok := canonValue(raw)
+		if ok {
+			ck := ev.Tool + "\x00" + k
+			if tm.consts[ck] == nil {
+				tm.consts[ck] = make(map[string]*constStat)
+			}
+			cs := tm.consts[ck][cv]
+			if cs == nil {
+				cs = &constStat{}
+				tm.consts[ck][cv] = cs
+			}
+			cs.count++
+			if cs.last != tm.session {
+				cs.last = tm.session
+				cs.sessions++
+			}
+		}
+		var v string
+		switch {
+		case len(raw) > 0 && raw[0] == '"':
+			a.Kinds["string"]++
+			if json.Unmarshal(raw, &v) != nil {
+				continue
+			}
+		case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+			a.Kinds["number"]++
+			v = string(raw)
+		default:
+			a.Kinds["other"]++
+			continue
+		}
+		tm.find(st, a, v)
+	}
+}
+
+// find looks for the value v of argument a in the window and records how
+// the most recent mention looked.
+func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
+	if v == "" || len(v) > maxTokenLen {
+		return
+	}
+	tm.refs = append(append(tm.refs[:0], st.index[normKey(v)]...), st.index["\x00"+v]...)
+	var best tokRef
+	var bestTfs []string
+	for _, r := range tm.refs {
+		tk := r.seg.toks[r.i]
+		tm.tfs = transformOf(tk.text, v, tm.tfs[:0])
+		if len(tm.tfs) == 0 {
+			continue
+		}
+		if best.seg == nil || r.seg.n > best.seg.n || (r.seg.n == best.seg.n && r.i > best.i) {
+			best = r
+			bestTfs = append(bestTfs[:0], tm.tfs...)
+		}
+	}
+	if best.seg == nil {
+		return
+	}
+	tk := best.seg.toks[best.i]
+	a.Found++
+	a.Shapes[shape(tk.text)]++
+	a.Classes[classString(tk.bits)]++
+	a.Lengths[lengthBucket(len(tk.text))]++
+	for _, tf := range bestTfs {
+		a.Transforms[tf] += 1 / float64(len(bestTfs))
+	}
+	best.seg.near(best.i, func(w int32) {
+		a.Near[st.c.word(w)]++
+		a.NearTotal++
+	})
+}
+
+// canonValue returns a value's canonical JSON, or false if it is not one
+// a model may keep as a constant (ISSUE-NOTES, privacy): numbers,
+// booleans and null, and strings (also inside arrays and objects) without
+// a digit, '@', '#' or an upper-case letter.
+func canonValue(raw json.RawMessage) (string, bool) {
+	var x any
+	if json.Unmarshal(raw, &x) != nil {
+		return "", false
+	}
+	if !keepable(x) {
+		return "", false
+	}
+	b, err := json.Marshal(x)
+	if err != nil || len(b) > 256 {
+		return "", false
+	}
+	return string(b), true
+}
+
+func keepable(x any) bool {
+	switch x := x.(type) {
+	case string:
+		return !private(x)
+	case []any:
+		for _, e := range x {
+			if !keepable(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if private(k) || !keepable(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// private reports whether a string may not be stored as a constant: it
+// has a digit, '@', '#' or an upper-case letter.
+func private(s string) bool {
+	for _, r := range s {
+		if r == '@' || r == '#' || unicode.IsDigit(r) || unicode.IsUpper(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Arguments whose values the conversation gave less often than this are
+// not read from it (their candidates would be noise).
+const (
+	minFound     = 3
+	minFoundRate = 0.05
+	minConstRate = 0.02
+	minKeySet    = 0.1
+)
+
+func (tm *tableMiner) finish(minSessions int) {
+	names := make([]string, 0, len(tm.tools))
+	for n := range tm.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	vocab := tm.m.Words
+	for _, n := range names {
+		t := tm.tools[n]
+		for w := range t.Words {
+			if _, ok := vocab[w]; !ok {
+				t.WordTotal -= t.Words[w]
+				delete(t.Words, w)
+			}
+		}
+		type kc struct {
+			k string
+			c float64
+		}
+		var kss []kc
+		for k, c := range tm.keySets[n] {
+			kss = append(kss, kc{k, c})
+		}
+		slices.SortFunc(kss, func(a, b kc) int {
+			if a.c != b.c {
+				return cmp.Compare(b.c, a.c)
+			}
+			return strings.Compare(a.k, b.k)
+		})
+		for i, ks := range kss {
+			if i > 0 && (i >= 3 || ks.c < minKeySet*t.Calls) {
+				break
+			}
+			var keys []string
+			if ks.k != "" {
+				keys = strings.Split(ks.k, "\x00")
+			}
+			t.KeySets = append(t.KeySets, KeySet{Keys: keys, Count: ks.c})
+		}
+		argNames := make([]string, 0, len(tm.args[n]))
+		for k := range tm.args[n] {
+			argNames = append(argNames, k)
+		}
+		sort.Strings(argNames)
+		for _, k := range argNames {
+			a := tm.args[n][k]
+			if a.Found < minFound || a.Found < minFoundRate*a.Count {
+				a.Found, a.Shapes, a.Classes, a.Lengths, a.Transforms, a.Near, a.NearTotal = 0, nil, nil, nil, nil, nil, 0
+			} else {
+				for w := range a.Near {
+					if _, ok := vocab[w]; !ok {
+						a.NearTotal -= a.Near[w]
+						delete(a.Near, w)
+					}
+				}
+			}
+			for v, cs := range tm.consts[n+"\x00"+k] {
+				if cs.sessions >= minSessions && cs.count >= minConstRate*a.Count {
+					a.Consts = append(a.Consts, Const{Value: json.RawMessage(v), Count: cs.count})
+				}
+			}
+			slices.SortFunc(a.Consts, func(x, y Const) int {
+				if x.Count != y.Count {
+					return cmp.Compare(y.Count, x.Count)
+				}
+				return strings.Compare(string(x.Value), string(y.Value))
+			})
+			if len(a.Consts) > 8 {
+				a.Consts = a.Consts[:8]
+			}
+			t.Args = append(t.Args, a)
+		}
+		tm.m.Tools = append(tm.m.Tools, t)
+	}
+}
+
+// instance is one argument of one call: its candidates' features and
+// which one was sent (-1: none of them).
+type instance struct {
+	x     [][nFeat]float64
+	label int
+}
+
+const maxInstanceCands = 64
+
+// instances replays the sessions with a compiled model and returns the
+// training instances of the value scorer.
+func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
+	var out []instance
+	var buf []cand
+	w := defaultWeights()
+	for _, s := range sessions {
+		st := newState(c, maxBytes, false)
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+				continue
+			}
+			ti, ok := c.byName[ev.Tool]
+			var args map[string]json.RawMessage
+			if ok && json.Unmarshal(ev.Args, &args) == nil {
+				t := c.tools[ti]
+				for k, raw := range args {
+					a := t.args[k]
+					if a == nil {
+						continue
+					}
+					buf = st.argCands(t, a, w, buf)
+					if len(buf) == 0 {
+						continue
+					}
+					want := valueJSON(raw)
+					slices.SortFunc(buf, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
+					in := instance{label: -1}
+					for i, cd := range buf {
+						if cd.v == want {
+							in.label = len(in.x)
+						} else if i >= maxInstanceCands {
+							continue
+						}
+						in.x = append(in.x, cd.x)
+					}
+					out = append(out, in)
+				}
+			}
+			st.observe(ev)
+		}
+	}
+	return out
+}
+
+// valueJSON returns the JSON of a value as candidates spell it.
+func valueJSON(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	if c, ok := canonValue(raw); ok {
+		return c
+	}
+	return string(raw)
+}
+
+// fitWeights fits the conditional logit (a softmax over each instance's
+// candidates and "none of them", whose score is 0) by gradient descent
+// with a little L2 regularisation.
+func fitWeights(ins []instance) []float64 {
+	w := defaultWeights()
+	if len(ins) == 0 {
+		return w
+	}
+	g := make([]float64, nFeat)
+	h := make([]float64, nFeat)
+	var p []float64
+	const l2, rate = 1e-3, 0.3
+	for it := 0; it < 120; it++ {
+		clear(g)
+		for _, in := range ins {
+			p = p[:0]
+			z, best := 1.0, 0.0
+			for _, x := range in.x {
+				s := dot(w, x[:])
+				best = max(best, s)
+				p = append(p, s)
+			}
+			z = math.Exp(-best)
+			for i := range p {
+				p[i] = math.Exp(p[i] - best)
+				z += p[i]
+			}
+			for i, x := range in.x {
+				q := p[i] / z
+				if i == in.label {
+					q--
+				}
+				for f := range g {
+					g[f] += q * x[f]
+				}
+			}
+		}
+		for f := range w {
+			gf := g[f]/float64(len(ins)) + l2*w[f]
+			h[f] += gf * gf
+			w[f] -= rate * gf / (math.Sqrt(h[f]) + 1e-8)
+		}
+	}
+	return w
+}
+
+// calPair is a raw score and whether its prediction was the next call.
+type calPair struct {
+	raw float64
+	hit bool
+}
+
+// appendPairs replays sessions as the predictor would see them and pairs
+// each prediction's raw score with whether it was the next call.
+func appendPairs(pairs *[2][]calPair, c *compiled, sessions []trace.Session, maxBytes int) {
+	var sc scratch
+	for _, s := range sessions {
+		st := newState(c, maxBytes, false)
+		var pending []predictionKey
+		add := func() {
+			for _, p := range st.predict(&sc, 10, true) {
+				pending = append(pending, predictionKey{p.Tool, string(p.Args), p.P, st.stratum()})
+			}
+		}
+		add()
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+				add()
+				continue
+			}
+			want := valueKey(ev.Tool, ev.Args)
+			for _, p := range pending {
+				pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, valueKey(p.tool, json.RawMessage(p.args)) == want})
+			}
+			pending = pending[:0]
+			st.observe(ev)
+			add()
+		}
+	}
+}
+
+type predictionKey struct {
+	tool, args string
+	raw        float64
+	stratum    int
+}
+
+// valueKey is a call's identity for calibration: tool and canonical args.
+func valueKey(tool string, args json.RawMessage) string {
+	var x any
+	if json.Unmarshal(args, &x) != nil {
+		return tool + "\x00" + string(args)
+	}
+	b, _ := json.Marshal(x)
+	return tool + "\x00" + string(b)
+}
+
+// minBlock is the least number of predictions behind a calibration step.
+const minBlock = 20
+
+// isotonic fits a non-decreasing map from raw score to hit rate (pool
+// adjacent violators), with steps of at least minBlock predictions.
+func isotonic(pairs []calPair) []CalPoint {
+	if len(pairs) == 0 {
+		return nil
+	}
+	slices.SortFunc(pairs, func(a, b calPair) int { return cmp.Compare(a.raw, b.raw) })
+	type block struct {
+		hits, n float64
+		raw     float64
+	}
+	var bs []block
+	for i := 0; i < len(pairs); {
+		// Equal raw scores form one block.
+		b := block{raw: pairs[i].raw}
+		for ; i < len(pairs) && pairs[i].raw == b.raw; i++ {
+			b.n++
+			if pairs[i].hit {
+				b.hits++
+			}
+		}
+		bs = append(bs, b)
+		for len(bs) > 1 {
+			x, y := bs[len(bs)-2], bs[len(bs)-1]
+			if x.hits/x.n < y.hits/y.n && x.n >= minBlock {
+				break
+			}
+			bs = bs[:len(bs)-1]
+			bs[len(bs)-1] = block{x.hits + y.hits, x.n + y.n, y.raw}
+		}
+	}
+	out := make([]CalPoint, len(bs))
+	for i, b := range bs {
+		out[i] = CalPoint{Raw: b.raw, P: b.hits / b.n, N: int(b.n)}
+	}
+	return out
+}

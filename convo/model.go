@@ -1,0 +1,290 @@
+package convo
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// ModelVersion is the version of the Model format this package writes.
+const ModelVersion = 1
+
+// Model is what Mine learns: statistics of words, shapes and counts, no
+// message text. It serialises to JSON (encoding/json, deterministic) so
+// that it can sit in a pool file.
+type Model struct {
+	Version int `json:"version"`
+	// MinSessions is the least number of sessions a word was seen in.
+	MinSessions int `json:"min_sessions"`
+	// Words are the vocabulary: lower-case alphabetic words seen in at
+	// least MinSessions sessions, with their counts in messages.
+	Words map[string]float64 `json:"words"`
+	// Seq counts the tools called after each context: "prev|u" where prev
+	// is the previous call's signature (tool:status) or "start", and u is
+	// 1 if the user spoke since that call, else 0.
+	Seq map[string]map[string]float64 `json:"seq"`
+	// Lambda weighs the words against the call sequence in tool choice.
+	Lambda float64      `json:"lambda"`
+	Tools  []*ToolModel `json:"tools"`
+	// Weights score an argument's candidate values (see features).
+	Weights []float64 `json:"weights"`
+	// Calibration maps a raw score to the hit rate observed on sessions
+	// the model was not fitted on: the first point whose Raw is at least
+	// the score gives P. There is one map per stratum: "user" when the
+	// user spoke since the previous call, "call" otherwise, since the
+	// same score means more right after the user spoke.
+	Calibration map[string][]CalPoint `json:"calibration"`
+}
+
+// CalPoint is one step of the isotonic calibration map.
+type CalPoint struct {
+	Raw float64 `json:"raw"`
+	P   float64 `json:"p"`
+	N   int     `json:"n"`
+}
+
+// ToolModel is what was learned of one tool.
+type ToolModel struct {
+	Name  string  `json:"name"`
+	Calls float64 `json:"calls"`
+	// Words counts the words heard before the tool's calls (tool choice).
+	Words     map[string]float64 `json:"words,omitempty"`
+	WordTotal float64            `json:"word_total"`
+	KeySets   []KeySet           `json:"key_sets"`
+	Args      []*ArgModel        `json:"args"`
+}
+
+// KeySet is a set of argument names the tool was called with.
+type KeySet struct {
+	Keys  []string `json:"keys"`
+	Count float64  `json:"count"`
+}
+
+// ArgModel is what was learned of one argument of a tool.
+type ArgModel struct {
+	Name  string  `json:"name"`
+	Count float64 `json:"count"`
+	// Kinds counts the JSON kinds of the values: string, number, other.
+	Kinds map[string]float64 `json:"kinds"`
+	// Found counts the values that a token of the conversation (or an
+	// earlier call's argument) gave; the maps below describe those tokens.
+	Found      float64            `json:"found"`
+	Shapes     map[string]float64 `json:"shapes,omitempty"`
+	Classes    map[string]float64 `json:"classes,omitempty"`
+	Lengths    map[string]float64 `json:"lengths,omitempty"`
+	Transforms map[string]float64 `json:"transforms,omitempty"`
+	Near       map[string]float64 `json:"near,omitempty"`
+	NearTotal  float64            `json:"near_total"`
+	Consts     []Const            `json:"consts,omitempty"`
+}
+
+// Const is a constant value of an argument, with the number of calls that
+// sent it.
+type Const struct {
+	Value json.RawMessage `json:"value"`
+	Count float64         `json:"count"`
+}
+
+// ErrVersion is returned when a serialised model is of another version.
+var ErrVersion = errors.New("convo: model version not supported; re-mine")
+
+// UnmarshalJSON reads a model, rejecting other versions.
+func (m *Model) UnmarshalJSON(data []byte) error {
+	type plain Model
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	if p.Version != ModelVersion {
+		return fmt.Errorf("%w (model version %d, this build reads %d)", ErrVersion, p.Version, ModelVersion)
+	}
+	if len(p.Weights) != 0 && len(p.Weights) != nFeat {
+		return fmt.Errorf("convo: model has %d weights, want %d", len(p.Weights), nFeat)
+	}
+	*m = Model(p)
+	return nil
+}
+
+// compiled is a Model in the form the predictor reads fast.
+type compiled struct {
+	m       *Model
+	vocab   map[string]int32
+	words   []string
+	logBg   []float64 // log P(word) in messages
+	seqCtx  map[string]seqDist
+	seqFlag [2]seqDist
+	seqAll  seqDist
+	tools   []*cTool
+	byName  map[string]int
+	keys    [1 << len(classChars) / 64]uint64 // class sets any argument reads
+	w       []float64
+	cal     [2][]CalPoint
+}
+
+type seqDist struct {
+	n float64
+	c []float64 // by tool index
+}
+
+type cTool struct {
+	t       *ToolModel
+	logW    []float64 // log P(word|tool) - log P(word), by word id
+	keySets []cKeySet
+	args    map[string]*cArg
+}
+
+type cKeySet struct {
+	keys []string
+	logP float64
+}
+
+type cArg struct {
+	a        *ArgModel
+	number   bool // values are numbers: candidates must parse as one
+	logFound float64
+	keys     []uint16
+	logCls   map[uint16]float64
+	logShp   map[string]float64
+	shpMiss  float64
+	logLen   map[string]float64
+	lenMiss  float64
+	logTf    []tfLog
+	near     []float64 // log-odds of a word near a value, by word id
+	consts   []cConst
+}
+
+type tfLog struct {
+	tf string
+	lp float64
+}
+
+type cConst struct {
+	v    json.RawMessage
+	logP float64
+}
+
+func logShare(m map[string]float64, total float64) (map[string]float64, float64) {
+	out := make(map[string]float64, len(m))
+	d := total + 0.5*float64(len(m)+1)
+	for k, c := range m {
+		out[k] = math.Log((c + 0.5) / d)
+	}
+	return out, math.Log(0.5 / d)
+}
+
+func compile(m *Model) *compiled {
+	c := &compiled{m: m, vocab: make(map[string]int32, len(m.Words)), byName: make(map[string]int)}
+	words := make([]string, 0, len(m.Words))
+	for w := range m.Words {
+		words = append(words, w)
+	}
+	sort.Strings(words)
+	c.words = words
+	var total float64
+	for _, w := range words {
+		total += m.Words[w]
+	}
+	V := float64(len(words) + 1)
+	c.logBg = make([]float64, len(words))
+	for i, w := range words {
+		c.vocab[w] = int32(i)
+		c.logBg[i] = math.Log((m.Words[w] + 0.5) / (total + 0.5*V))
+	}
+	for i, t := range m.Tools {
+		c.byName[t.Name] = i
+		ct := &cTool{t: t, args: make(map[string]*cArg), logW: make([]float64, len(words))}
+		for i := range words {
+			ct.logW[i] = math.Log((t.Words[words[i]]+0.1)/(t.WordTotal+0.1*V)) - c.logBg[i]
+		}
+		for _, ks := range t.KeySets {
+			ct.keySets = append(ct.keySets, cKeySet{keys: ks.Keys, logP: math.Log(ks.Count / t.Calls)})
+		}
+		for _, a := range t.Args {
+			ca := &cArg{a: a, number: a.Kinds["number"] > a.Kinds["string"]}
+			ca.logFound = math.Log((a.Found + 1) / (a.Count + 2))
+			ca.logCls = make(map[uint16]float64)
+			clsLog, _ := logShare(a.Classes, a.Found)
+			for k, v := range clsLog {
+				bits := parseClass(k)
+				ca.logCls[bits] = v
+				ca.keys = append(ca.keys, bits)
+				c.keys[bits/64] |= 1 << (bits % 64)
+			}
+			sort.Slice(ca.keys, func(i, j int) bool { return ca.keys[i] < ca.keys[j] })
+			ca.logShp, ca.shpMiss = logShare(a.Shapes, a.Found)
+			ca.logLen, ca.lenMiss = logShare(a.Lengths, a.Found)
+			tfl, _ := logShare(a.Transforms, a.Found)
+			for _, tf := range transforms {
+				if lp, ok := tfl[tf]; ok {
+					ca.logTf = append(ca.logTf, tfLog{tf, lp})
+				}
+			}
+			ca.near = make([]float64, len(words))
+			for i, w := range words {
+				lo := math.Log((a.Near[w]+0.1)/(a.NearTotal+0.1*V)) - c.logBg[i]
+				ca.near[i] = max(-2, min(2, lo))
+			}
+			for _, k := range a.Consts {
+				ca.consts = append(ca.consts, cConst{v: k.Value, logP: math.Log(k.Count / a.Count)})
+			}
+			ct.args[a.Name] = ca
+		}
+		c.tools = append(c.tools, ct)
+	}
+	c.seqAll = seqDist{c: make([]float64, len(m.Tools))}
+	for f := range c.seqFlag {
+		c.seqFlag[f] = seqDist{c: make([]float64, len(m.Tools))}
+	}
+	c.seqCtx = make(map[string]seqDist, len(m.Seq))
+	for ctx, counts := range m.Seq {
+		d := seqDist{c: make([]float64, len(m.Tools))}
+		flag := 0
+		if len(ctx) > 0 && ctx[len(ctx)-1] == '1' {
+			flag = 1
+		}
+		for name, n := range counts {
+			i, ok := c.byName[name]
+			if !ok {
+				continue
+			}
+			d.c[i] += n
+			d.n += n
+			c.seqFlag[flag].c[i] += n
+			c.seqFlag[flag].n += n
+			c.seqAll.c[i] += n
+			c.seqAll.n += n
+		}
+		c.seqCtx[ctx] = d
+	}
+	c.w = m.Weights
+	if len(c.w) != nFeat {
+		c.w = defaultWeights()
+	}
+	c.cal = [2][]CalPoint{m.Calibration[strata[0]], m.Calibration[strata[1]]}
+	return c
+}
+
+// calibrate maps a raw score to P.
+// strata name the calibration maps: after a call, after the user spoke.
+var strata = [2]string{"call", "user"}
+
+func (c *compiled) calibrate(stratum int, raw float64) float64 {
+	cal := c.cal[stratum]
+	if len(cal) == 0 {
+		return raw
+	}
+	i := sort.Search(len(cal), func(i int) bool { return cal[i].Raw >= raw })
+	if i == len(cal) {
+		i--
+	}
+	return cal[i].P
+}
+
+func (c *compiled) readsClass(bits uint16) bool {
+	return c.keys[bits/64]&(1<<(bits%64)) != 0
+}
+
+// word returns the word of a vocabulary id.
+func (c *compiled) word(id int32) string { return c.words[id] }

@@ -1,0 +1,228 @@
+package convo
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Text is read by token, as package pattern reads outputs: a token is a
+// maximal run of letters, digits, non-ASCII bytes and the characters
+// _ . / - ~ + @ # %, so ids, numbers, e-mail addresses, dates and paths
+// stay whole while spaces, quotes, brackets, colons and commas separate
+// them. A trailing '.' (the end of a sentence) is trimmed.
+
+func isTokenByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c >= 0x80:
+		return true
+	}
+	switch c {
+	case '_', '.', '/', '-', '~', '+', '@', '#', '%':
+		return true
+	}
+	return false
+}
+
+// maxTokenLen bounds the tokens that can be values: longer runs (base64
+// blobs, minified code) are skipped.
+const maxTokenLen = 96
+
+// eachToken calls f with every token of s, trimmed, in order.
+func eachToken(s string, f func(tok string)) {
+	for i := 0; i < len(s); {
+		if !isTokenByte(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isTokenByte(s[j]) {
+			j++
+		}
+		t := strings.TrimRight(s[i:j], ".")
+		if t != "" && len(t) <= maxTokenLen {
+			f(t)
+		}
+		i = j
+	}
+}
+
+// isWord reports whether t is a word that statistics may keep: lower-case
+// ASCII letters only, at least two of them. A capitalised word, a name or
+// anything with a digit never qualifies (ISSUE-NOTES, privacy).
+func isWord(t string) bool {
+	if len(t) < 2 || len(t) > 24 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] < 'a' || t[i] > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// shape is a token's character classes with runs collapsed: a lower-case
+// letter reads 'a', an upper-case one 'A', a digit '9', a non-ASCII byte
+// 'u', and the other token characters stand for themselves
+// ("emma_kim_9957" → "a_a_9", "#W2378156" → "#A9"). Long shapes are cut.
+func shape(t string) string {
+	var b [16]byte
+	n := 0
+	var last byte
+	for i := 0; i < len(t); i++ {
+		c := classOf(t[i])
+		if c == last {
+			continue
+		}
+		last = c
+		if n == len(b)-1 {
+			b[n] = '*'
+			n++
+			break
+		}
+		b[n] = c
+		n++
+	}
+	return string(b[:n])
+}
+
+func classOf(c byte) byte {
+	switch {
+	case c >= 'a' && c <= 'z':
+		return 'a'
+	case c >= 'A' && c <= 'Z':
+		return 'A'
+	case c >= '0' && c <= '9':
+		return '9'
+	case c >= 0x80:
+		return 'u'
+	}
+	return c
+}
+
+// classBits is the set of a token's character classes, the coarse key
+// candidates are found by: shapes differ in order ("A9A" and "9A") where
+// the set does not.
+func classBits(t string) uint16 {
+	var m uint16
+	for i := 0; i < len(t); i++ {
+		m |= classBit(t[i])
+	}
+	return m
+}
+
+// classChars are the classes' letters; '?' stands for any other byte
+// (a whole argument value may hold one).
+const classChars = "aA9u_./-~+@#%?"
+
+func classBit(c byte) uint16 {
+	i := strings.IndexByte(classChars, classOf(c))
+	if i < 0 {
+		i = len(classChars) - 1
+	}
+	return 1 << i
+}
+
+// classString spells a class set with the characters of classChars.
+func classString(m uint16) string {
+	var b []byte
+	for i := 0; i < len(classChars); i++ {
+		if m&(1<<i) != 0 {
+			b = append(b, classChars[i])
+		}
+	}
+	return string(b)
+}
+
+func parseClass(s string) uint16 {
+	var m uint16
+	for i := 0; i < len(s); i++ {
+		if j := strings.IndexByte(classChars, s[i]); j >= 0 {
+			m |= 1 << j
+		}
+	}
+	return m
+}
+
+// lengthBucket names a token's length: exact up to 8, then in ranges.
+func lengthBucket(n int) string {
+	switch {
+	case n <= 8:
+		return strconv.Itoa(n)
+	case n <= 12:
+		return "9-12"
+	case n <= 16:
+		return "13-16"
+	case n <= 24:
+		return "17-24"
+	case n <= 32:
+		return "25-32"
+	}
+	return "33+"
+}
+
+// Normalisations agents apply between what was said and what they send.
+// Each is general: none knows a tool, an argument or a domain.
+const (
+	tfSame   = "same"   // as written
+	tfLower  = "lower"  // lower-cased
+	tfUpper  = "upper"  // upper-cased
+	tfTitle  = "title"  // first letter upper-cased, the rest lower
+	tfNoHash = "nohash" // a leading '#' dropped ("#W123" → "W123")
+	tfHash   = "hash"   // a '#' added ("W123" → "#W123")
+	tfDigits = "digits" // the number inside ("order #W123" → "123")
+)
+
+var transforms = []string{tfSame, tfLower, tfUpper, tfTitle, tfNoHash, tfHash, tfDigits}
+
+// apply returns tf applied to t, or false if it does not apply or changes
+// nothing a more basic one would give.
+func apply(tf, t string) (string, bool) {
+	switch tf {
+	case tfSame:
+		return t, true
+	case tfLower:
+		l := strings.ToLower(t)
+		return l, l != t
+	case tfUpper:
+		u := strings.ToUpper(t)
+		return u, u != t
+	case tfTitle:
+		if t == "" || t[0] >= 0x80 {
+			return "", false
+		}
+		v := strings.ToUpper(t[:1]) + strings.ToLower(t[1:])
+		return v, v != t
+	case tfNoHash:
+		if len(t) > 1 && t[0] == '#' {
+			return t[1:], true
+		}
+	case tfHash:
+		if t != "" && t[0] != '#' {
+			return "#" + t, true
+		}
+	case tfDigits:
+		i := strings.IndexAny(t, "0123456789")
+		if i < 0 {
+			return "", false
+		}
+		j := i
+		for j < len(t) && t[j] >= '0' && t[j] <= '9' {
+			j++
+		}
+		if d := t[i:j]; d != t {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// transformOf returns the normalisations that turn token t into value v.
+func transformOf(t, v string, dst []string) []string {
+	for _, tf := range transforms {
+		if w, ok := apply(tf, t); ok && w == v {
+			dst = append(dst, tf)
+		}
+	}
+	return dst
+}
