@@ -1,6 +1,7 @@
 package pattern
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -33,6 +34,7 @@ type Index struct {
 	signer *Signer
 	disc   []Discriminator
 	mined  Mined
+	convo  json.RawMessage // Pool.Conversation, passed through
 	ids    map[Signature]int32
 	sigs   []Signature
 	byCtx  map[ctxKey][]int32
@@ -96,6 +98,7 @@ func NewIndex(p *Pool) (*Index, error) {
 	}
 	x := newIndex(p.Discriminators)
 	x.mined = p.Mined
+	x.convo = p.Conversation
 	classes := make(map[string]int32)
 	for i := range p.Patterns {
 		pt := &p.Patterns[i]
@@ -327,7 +330,7 @@ func (x *Index) Ranks(i int32) int { return len(x.pats[i].hits) }
 
 // Snapshot returns the pool with the live counts.
 func (x *Index) Snapshot() *Pool {
-	p := &Pool{Version: Version, Mined: x.mined, Discriminators: slices.Clone(x.disc)}
+	p := &Pool{Version: Version, Mined: x.mined, Discriminators: slices.Clone(x.disc), Conversation: x.convo}
 	p.Patterns = make([]Pattern, len(x.pats))
 	for i := range x.pats {
 		cp := x.pats[i]

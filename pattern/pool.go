@@ -36,6 +36,10 @@ type Pool struct {
 	Mined          Mined           `json:"mined"`
 	Discriminators []Discriminator `json:"discriminators"`
 	Patterns       []Pattern       `json:"patterns"`
+	// Conversation is the conversation model mined beside the patterns
+	// (package convo), kept as its JSON: this package neither reads nor
+	// changes it. Nil when the traces had no messages.
+	Conversation json.RawMessage `json:"conversation,omitempty"`
 }
 
 // Mined records how a pool was mined.
@@ -197,7 +201,14 @@ func (p *Pool) Encode(w io.Writer) error {
 			return err
 		}
 	}
-	b.WriteString("]}\n")
+	b.WriteString("]")
+	if len(p.Conversation) > 0 {
+		b.WriteString(",\n\"conversation\": ")
+		if err := json.Compact(&b, p.Conversation); err != nil {
+			return fmt.Errorf("pattern: conversation model: %w", err)
+		}
+	}
+	b.WriteString("}\n")
 	_, err := w.Write(b.Bytes())
 	return err
 }

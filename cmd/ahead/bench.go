@@ -13,7 +13,6 @@ import (
 	"github.com/ahead-dev/ahead/bench"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -215,7 +214,15 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 			return fmt.Errorf("mining: %w", err)
 		}
 		pool = p
-		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns from %d sessions in %.1fs\n", len(p.Patterns), len(mine), time.Since(t0).Seconds())
+		heard, err := mineConversation(pool, mine)
+		if err != nil {
+			return err
+		}
+		what := ""
+		if heard {
+			what = " and their conversation"
+		}
+		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns%s from %d sessions in %.1fs\n", len(p.Patterns), what, len(mine), time.Since(t0).Seconds())
 	}
 	if pool == nil {
 		if slices.Contains(o.Modes, bench.Ahead) {
@@ -232,7 +239,8 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 		return nil
 	}
 	o.Predictor = func() (bench.Predictor, error) {
-		return predict.NewOnline(pool, nil)
+		_, p, err := newPredictor(pool, nil)
+		return p, err
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/ahead-dev/ahead/bench"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -73,12 +72,18 @@ func demo(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("mining: %w", err)
 	}
+	if _, err := mineConversation(pool, mine); err != nil {
+		return err
+	}
 	fmt.Fprintf(e.stdout, "Mined %d patterns from %d real tau2 sessions in %.1fs; replaying %d sessions of other tasks\n",
 		len(pool.Patterns), len(mine), time.Since(t0).Seconds(), len(sessions))
 	fmt.Fprintf(e.stdout, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
 
 	rep, err := runWithProgress(ctx, e, sessions, &bench.Options{
-		Predictor:   func() (bench.Predictor, error) { return predict.NewOnline(pool, nil) },
+		Predictor: func() (bench.Predictor, error) {
+			_, p, err := newPredictor(pool, nil)
+			return p, err
+		},
 		Mine:        mine,
 		Policy:      pol,
 		Latency:     lat,

@@ -75,7 +75,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	ngram := predict.NewNGram(*ngramN)
 	ngram.Train(baseTrain)
-	online, err := predict.NewOnline(pool, &predict.OnlineOptions{Frozen: !*learn})
+	_, online, err := newPredictor(pool, &predict.OnlineOptions{Frozen: !*learn})
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("patterns: %w", err)
 		}
-		o, err := predict.NewOnline(pool, &predict.OnlineOptions{MaxPredictions: maxPredictions})
+		_, o, err := newPredictor(pool, &predict.OnlineOptions{MaxPredictions: maxPredictions})
 		if err != nil {
 			return fmt.Errorf("patterns: %s: %w", *patternsFile, err)
 		}

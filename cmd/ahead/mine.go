@@ -173,6 +173,9 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := mineConversation(pool, sessions); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

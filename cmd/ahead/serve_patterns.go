@@ -15,7 +15,8 @@ import (
 // patternPredictor is the online predictor serving a pattern pool, with
 // the goroutine that checkpoints what it learns.
 type patternPredictor struct {
-	*predict.Online
+	*predict.Joined
+	online   *predict.Online // the patterns' part, checkpointed
 	patterns int
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -33,11 +34,11 @@ func loadPredictor(pc *config.Patterns, logger *slog.Logger) (*patternPredictor,
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %w", err)
 	}
-	o, err := predict.NewOnline(pool, &predict.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions})
+	o, joined, err := newPredictor(pool, &predict.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions})
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %s: %w", pc.Pool, err)
 	}
-	p := &patternPredictor{Online: o, patterns: len(pool.Patterns), stop: func() {}}
+	p := &patternPredictor{Joined: joined, online: o, patterns: len(pool.Patterns), stop: func() {}}
 	if pc.Learn {
 		ctx, cancel := context.WithCancel(context.Background())
 		p.stop = cancel

@@ -1,16 +1,16 @@
 //go:build ignore
 
-// gen writes the demo's embedded sample from the shared tau2 traces: the
+// gen writes the demo's embedded sample from the shared tau2 traces with
+// their conversation (the -conv file): the
 // sessions of half the tasks to mine (mine.jsonl.gz), and a few dozen
 // sessions of the other tasks to replay (replay.jsonl.gz). The split is the
 // one ahead mine/eval/bench make with --split-by task_id --holdout 0.5.
 //
-//	go run gen.go /path/to/tau2-airline-retail-train.jsonl.gz /path/to/tau2-airline-retail-train.sessions.jsonl
+//	go run gen.go /path/to/tau2-airline-retail-train-conv.jsonl.gz /path/to/tau2-airline-retail-train-conv.sessions.jsonl
 package main
 
 import (
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -83,10 +83,9 @@ func write(name string, sessions []trace.Session) {
 		log.Fatal(err)
 	}
 	zw, _ := gzip.NewWriterLevel(f, gzip.BestCompression) // zero ModTime: reproducible bytes
-	enc := json.NewEncoder(zw)
 	for _, s := range sessions {
-		for _, ev := range s.Events {
-			if err := enc.Encode(ev); err != nil {
+		for ev := range trace.Known(s) { // calls and messages, as they became known
+			if err := trace.EncodeLine(zw, ev); err != nil {
 				log.Fatal(err)
 			}
 		}

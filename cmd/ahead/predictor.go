@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/ahead-dev/ahead/convo"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// newPredictor returns what serves a pool: the online pattern predictor
+// (kept apart for checkpoints), and the predictor to hand the engine, which
+// joins it with the conversation model's predictor when the pool has one.
+func newPredictor(pool *pattern.Pool, opts *predict.OnlineOptions) (*predict.Online, *predict.Joined, error) {
+	online, err := predict.NewOnline(pool, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pool.Conversation) == 0 {
+		return online, predict.Join(online), nil
+	}
+	var m convo.Model
+	if err := json.Unmarshal(pool.Conversation, &m); err != nil {
+		return nil, nil, fmt.Errorf("the pool's conversation model: %w (re-mine the pool with this ahead)", err)
+	}
+	var co *convo.Options
+	if opts != nil && opts.MaxPredictions > 0 {
+		co = &convo.Options{MaxPredictions: opts.MaxPredictions}
+	}
+	return online, predict.Join(online, convo.New(&m, co)), nil
+}
+
+// mineConversation adds the conversation model of sessions to pool, when
+// the sessions carry messages (the -conv traces, or recordings of a server
+// that heard them); it reports whether it did.
+func mineConversation(pool *pattern.Pool, sessions []trace.Session) (bool, error) {
+	heard := false
+	for _, s := range sessions {
+		if len(s.Messages) > 0 {
+			heard = true
+			break
+		}
+	}
+	if !heard {
+		return false, nil
+	}
+	m, err := convo.Mine(sessions, nil)
+	if err != nil {
+		return false, fmt.Errorf("mining the conversation: %w", err)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return false, fmt.Errorf("encoding the conversation model: %w", err)
+	}
+	pool.Conversation = raw
+	return true, nil
+}
