@@ -65,12 +65,21 @@ const (
 	StrategyAll = "all"
 )
 
+// DefaultMaxPerTool is how many predictions of one tool are speculated
+// after one event when the policy says nothing. The paper's policy runs
+// one, but agents fetch whole lists in one step (the reservations of a
+// user, the files of a directory) and the conversation names several
+// candidates: one per tool left a third of the gain on the shared tau2
+// sessions. The engine's amplification budget, not this cap, bounds the
+// waste.
+const DefaultMaxPerTool = 8
+
 // Dedup arbitrates several predictions of one tool.
 type Dedup struct {
 	// Strategy is one of the Strategy constants; "" means StrategyMaxUtility.
 	Strategy string
 	// MaxPerTool is how many predictions of one tool may be speculated
-	// after one event; 0 means 1 (the paper's policy).
+	// after one event; 0 means DefaultMaxPerTool.
 	MaxPerTool int
 }
 
@@ -197,14 +206,14 @@ func (p *Policy) Lookup(tool string) Tool {
 // it keeps, with defaults filled in.
 func (p *Policy) Strategy() (string, int) {
 	if p == nil {
-		return StrategyMaxUtility, 1
+		return StrategyMaxUtility, DefaultMaxPerTool
 	}
 	s, n := p.Dedup.Strategy, p.Dedup.MaxPerTool
 	if s == "" {
 		s = StrategyMaxUtility
 	}
 	if n <= 0 {
-		n = 1
+		n = DefaultMaxPerTool
 	}
 	return s, n
 }
