@@ -79,13 +79,16 @@ func newMetrics(reg prometheus.Registerer, kind string) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) request()             { m.requests.Inc(); m.n.requests.Add(1) }
-func (m *metrics) guessed(n int)        { m.guesses.Add(float64(n)); m.n.guesses.Add(int64(n)) }
-func (m *metrics) hit()                 { m.hits.Inc(); m.n.hits.Add(1) }
-func (m *metrics) lateAnswer()          { m.late.Inc(); m.n.late.Add(1) }
-func (m *metrics) used(tokens int)      { m.tokens.Add(float64(tokens)); m.n.tokens.Add(int64(tokens)) }
-func (m *metrics) failed(reason string) { m.failures.WithLabelValues(reason).Inc(); m.n.failures.Add(1) }
-func (m *metrics) skip(reason string)   { m.skipped.WithLabelValues(reason).Inc(); m.n.skipped.Add(1) }
+func (m *metrics) request()        { m.requests.Inc(); m.n.requests.Add(1) }
+func (m *metrics) guessed(n int)   { m.guesses.Add(float64(n)); m.n.guesses.Add(int64(n)) }
+func (m *metrics) hit()            { m.hits.Inc(); m.n.hits.Add(1) }
+func (m *metrics) lateAnswer()     { m.late.Inc(); m.n.late.Add(1) }
+func (m *metrics) used(tokens int) { m.tokens.Add(float64(tokens)); m.n.tokens.Add(int64(tokens)) }
+func (m *metrics) failed(reason string) {
+	m.failures.WithLabelValues(reason).Inc()
+	m.n.failures.Add(1)
+}
+func (m *metrics) skip(reason string) { m.skipped.WithLabelValues(reason).Inc(); m.n.skipped.Add(1) }
 
 // Stats counts what a speculator (or the simulation) did.
 type Stats struct {
