@@ -441,7 +441,11 @@ func (s *Speculator) ask(w *window, r request) {
 	}
 	var preds []predict.Prediction
 	if s.ctx.Err() == nil {
-		if reason != "" && reason != ReasonNoTools {
+		switch reason {
+		case "":
+		case ReasonNoTools:
+			s.m.skip(reason) // nothing was sent
+		default:
 			s.m.failed(reason)
 		}
 		for _, b := range bad {
