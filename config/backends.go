@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	fieldsBackend = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve"}
+	fieldsBackend = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve", "state"}
 	fieldsHTTP    = []string{"url", "timeout", "headers", "max_response_bytes"}
 	fieldsExec    = []string{"command", "timeout", "dir", "env", "max_output_bytes"}
 )
@@ -51,6 +51,16 @@ func (p *parser) backends(n *yaml.Node, field string) []Backend {
 				b.Limits.Burst, _ = p.Int(v, f, 1)
 			case "rate_reserve":
 				b.Limits.RateReserve, _ = p.Int(v, f, 0)
+			case "state":
+				if s, ok := p.Str(v, f); ok {
+					switch s {
+					case "shared":
+					case "per_session":
+						b.PerSession = true
+					default:
+						p.Errorf(v, f, "want shared (the default: every session sees the same data) or per_session, got %q", s)
+					}
+				}
 			default:
 				p.Unknown(k, f, fieldsBackend)
 			}

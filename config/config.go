@@ -39,6 +39,9 @@ const (
 	DefaultShutdownGrace = 30 * time.Second
 	// DefaultCheckpointEvery is how often learnt pattern counts are saved.
 	DefaultCheckpointEvery = 5 * time.Minute
+	// DefaultReadTimeout and DefaultWriteTimeout bound slow clients.
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // MCPServersKey is the block of MCP upstreams: the shape agents' MCP
@@ -58,6 +61,22 @@ type Config struct {
 	// ShutdownGrace is how long in-flight calls may take to finish after
 	// SIGTERM (DefaultShutdownGrace).
 	ShutdownGrace time.Duration
+	// ReadTimeout bounds reading a request, headers and body
+	// (DefaultReadTimeout); WriteTimeout bounds each write of an answer
+	// to a client that stops reading (DefaultWriteTimeout), renewed as
+	// each write succeeds, so long calls and streams are never cut.
+	ReadTimeout, WriteTimeout time.Duration
+	// MaxConnections bounds concurrent client connections; 0 means no
+	// limit.
+	MaxConnections int
+	// AuthTokenEnv names the environment variable holding the bearer
+	// token clients must send; "" means none. AuthToken is its value.
+	AuthTokenEnv, AuthToken string
+
+	// LLM is the gateway's upstreams; nil means no gateway.
+	LLM *LLM
+	// Speculator is the fast model asked for guesses; nil means none.
+	Speculator *Speculator
 
 	Patterns *Patterns      // nil: no predictor
 	Traces   *Traces        // nil: nothing recorded
@@ -90,6 +109,7 @@ type Traces struct {
 	Dir          string
 	Prefix       string // "": the trace writer's default
 	MaxFileBytes int64  // 0: the trace writer's default
+	MaxFiles     int    // 0: keep every file
 }
 
 // Backend is one entry of the backends block: exactly one of HTTP and
@@ -103,6 +123,10 @@ type Backend struct {
 	// other backend lists (at most one backend may say so).
 	Tools  []string
 	Limits sched.Limits
+	// PerSession says the backend keeps separate state per session
+	// (`state: per_session`): a write then reaches only its own
+	// session's speculative work. The default is shared state.
+	PerSession bool
 }
 
 // HTTPBackend is a backend reached by HTTP (package backend/remote).
@@ -214,7 +238,8 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
-	c := &Config{file: name, Listen: DefaultListen, ShutdownGrace: DefaultShutdownGrace}
+	c := &Config{file: name, Listen: DefaultListen, ShutdownGrace: DefaultShutdownGrace,
+		ReadTimeout: DefaultReadTimeout, WriteTimeout: DefaultWriteTimeout}
 	p := &parser{Decoder: yamlnode.Decoder{File: name}, dir: dir, env: env}
 	root, err := p.Document(data, "configuration file")
 	if errors.Is(err, yamlnode.ErrEmpty) {
@@ -244,6 +269,28 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 			if d, ok := p.duration(v, f); ok {
 				c.ShutdownGrace = d
 			}
+		case "read_timeout":
+			c.ReadTimeout, _ = p.duration(v, f)
+		case "write_timeout":
+			c.WriteTimeout, _ = p.duration(v, f)
+		case "max_connections":
+			c.MaxConnections, _ = p.Int(v, f, 1)
+		case "auth_token_env":
+			if name, ok := p.Str(v, f); ok {
+				tok, set := env(name)
+				switch {
+				case !set:
+					p.Errorf(v, f, "environment variable %s is not set", name)
+				case strings.TrimSpace(tok) == "":
+					p.Errorf(v, f, "environment variable %s is empty", name)
+				default:
+					c.AuthTokenEnv, c.AuthToken = name, tok
+				}
+			}
+		case "llm":
+			c.LLM = p.llm(v, f)
+		case "speculator":
+			c.Speculator = p.speculator(v, f)
 		case "patterns":
 			c.Patterns = p.patterns(v, f)
 		case "traces":
@@ -289,10 +336,11 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 }
 
 var (
-	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "patterns", "traces", "backends",
+	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "read_timeout", "write_timeout", "max_connections",
+		"auth_token_env", "llm", "speculator", "patterns", "traces", "backends",
 		policy.Key, "engine", MCPServersKey, "trust_annotations"}
 	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}
-	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes"}
+	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes", "max_files"}
 	fieldsEngine   = []string{"spec_budget", "min_probability", "amplification", "amplification_burst", "ttl", "idle_timeout", "default_duration",
 		"default_think", "start_deadline", "max_session_entries", "max_session_bytes", "max_entries",
 		"max_bytes", "sweep_interval"}
@@ -364,6 +412,8 @@ func (p *parser) traces(n *yaml.Node, field string) *Traces {
 			}
 		case "max_file_bytes":
 			tc.MaxFileBytes, _ = p.bytes(v, f)
+		case "max_files":
+			tc.MaxFiles, _ = p.Int(v, f, 1)
 		default:
 			p.Unknown(k, f, fieldsTraces)
 		}

@@ -1,0 +1,72 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ahead-dev/ahead/config"
+)
+
+func TestParseModelSide(t *testing.T) {
+	const backend = "backends:\n  b:\n    http: {url: 'http://h/{tool}'}\n    state: per_session\n"
+	env := func(k string) (string, bool) {
+		v, ok := map[string]string{"AHEAD_TOKEN": "t0k", "EMPTY": " "}[k]
+		return v, ok
+	}
+	parse := func(s string) (*config.Config, error) {
+		return (&config.Loader{Dir: "/d", LookupEnv: env}).Parse("a.yaml", []byte(backend+s))
+	}
+	c, err := parse(`
+llm: {openai: {base_url: "https://api.openai.com/v1/"}, anthropic: {base_url: "https://api.anthropic.com"}}
+speculator: {base_url: "http://127.0.0.1:11434/v1", model: qwen3:0.6b, api_key_env: SPEC_KEY, timeout: 1s}
+read_timeout: 10s
+write_timeout: 1m
+max_connections: 100
+auth_token_env: AHEAD_TOKEN
+traces: {dir: t, max_files: 20}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&config.LLM{OpenAI: "https://api.openai.com/v1", Anthropic: "https://api.anthropic.com"}); !cmp.Equal(want, c.LLM) {
+		t.Errorf("llm = %+v, want %+v", c.LLM, want)
+	}
+	wantSpec := &config.Speculator{BaseURL: "http://127.0.0.1:11434/v1", Model: "qwen3:0.6b", APIKeyEnv: "SPEC_KEY",
+		MaxBreadth: 3, Timeout: time.Second, MaxConcurrency: 4, ContextTokens: 4000}
+	if d := cmp.Diff(wantSpec, c.Speculator); d != "" {
+		t.Errorf("speculator (-want +got):\n%s", d)
+	}
+	if c.ReadTimeout != 10*time.Second || c.WriteTimeout != time.Minute || c.MaxConnections != 100 {
+		t.Errorf("timeouts %v %v, connections %d", c.ReadTimeout, c.WriteTimeout, c.MaxConnections)
+	}
+	if c.AuthToken != "t0k" || c.AuthTokenEnv != "AHEAD_TOKEN" {
+		t.Errorf("auth token %q from %q", c.AuthToken, c.AuthTokenEnv)
+	}
+	if !c.Backends[0].PerSession || c.Traces.MaxFiles != 20 {
+		t.Errorf("per session %v, max files %d", c.Backends[0].PerSession, c.Traces.MaxFiles)
+	}
+
+	for _, tc := range []struct{ in, want string }{
+		{"llm: {}\n", "a.yaml:5:6: llm: want at least one of openai and anthropic"},
+		{"llm: {openai: {base_url: ftp://x}}\n", "a.yaml:5:26: llm.openai.base_url: want an http:// or https:// URL with a host"},
+		{"llm: {openai: {}}\n", "llm.openai.base_url: missing"},
+		{"llm: {gemini: {base_url: 'http://x'}}\n", "llm.gemini: unknown field (want openai, anthropic or max_body)"},
+		{"speculator: {model: m}\n", "speculator.base_url: missing"},
+		{"speculator: {base_url: 'http://x/v1'}\n", "speculator.model: missing"},
+		{"speculator: {base_url: 'http://x/v1', model: m, api_key_env: '$KEY'}\n", "want the name of an environment variable"},
+		{"auth_token_env: NOPE\n", "a.yaml:5:17: auth_token_env: environment variable NOPE is not set"},
+		{"auth_token_env: EMPTY\n", "environment variable EMPTY is empty"},
+		{"read_timeout: 10\n", "read_timeout: want a duration with its unit"},
+	} {
+		_, err := parse(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := (&config.Loader{Dir: "/d"}).Parse("a.yaml", []byte("backends:\n  b:\n    http: {url: 'http://h/'}\n    state: global\n")); err == nil || !strings.Contains(err.Error(), "a.yaml:4:12: backends.b.state: want shared") {
+		t.Errorf("bad state: %v", err)
+	}
+}
