@@ -113,7 +113,7 @@ func newParser(file string) *parser {
 
 var (
 	fieldsPolicy = []string{"default", "tools", "deduplication"}
-	fieldsTool   = []string{"allow", "max_speculation", "dry_run", "read_only", "reads", "writes", "shared", "ttl", "volatile", "cancellable"}
+	fieldsTool   = []string{"allow", "max_speculation", "dry_run", "read_only", "reads", "writes", "shared", "ttl", "volatile", "cancellable", "private"}
 	fieldsRef    = []string{"arg", "as"}
 	fieldsDryRun = []string{"tool", "args"}
 	fieldsDedup  = []string{"strategy", "max_per_tool"}
@@ -216,6 +216,8 @@ func (p *parser) tool(n *yaml.Node, field, name string) Tool {
 			}
 		case "volatile":
 			t.Volatile, _ = p.Bool(v, f)
+		case "private":
+			t.Private, _ = p.Bool(v, f)
 		case "shared":
 			if b, ok := p.Bool(v, f); ok {
 				sharedNode = k

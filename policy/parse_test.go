@@ -114,6 +114,7 @@ func TestParseFields(t *testing.T) {
 		{"ttl fraction", `{ttl: 1.5s}`, Tool{TTL: 1500 * time.Millisecond}},
 		{"not cancellable", `{allow: true, cancellable: false}`, Tool{Allow: true, Cancellable: &no}},
 		{"volatile", `{allow: true, volatile: true}`, Tool{Allow: true, Volatile: true}},
+		{"private", `{allow: true, private: true}`, Tool{Allow: true, Private: true}},
 		{"reads several", `{reads: [src, dst]}`, Tool{Reads: Refs("src", "dst")}},
 		{"reads as path", `{reads: {arg: file, as: path}}`, Tool{Reads: []Ref{{Arg: "file", As: KindPath}}}},
 		{"writes mixed list", `{writes: [id, {arg: to, as: url}, {arg: p, as: id}]}`,
@@ -215,7 +216,7 @@ speculation_policy:
 speculation_policy:
   tools:
     web_search: {alow: true}
-`, []string{`policy.yaml:3:18: speculation_policy.tools.web_search.alow: unknown field (want allow, max_speculation, dry_run, read_only, reads, writes, shared, ttl, volatile or cancellable)`}},
+`, []string{`policy.yaml:3:18: speculation_policy.tools.web_search.alow: unknown field (want allow, max_speculation, dry_run, read_only, reads, writes, shared, ttl, volatile, cancellable or private)`}},
 		{"unknown policy field", "speculation_policy:\n  tool: {}\n",
 			[]string{`policy.yaml:2:3: speculation_policy.tool: unknown field (want default, tools or deduplication)`}},
 		{"other top-level key", "listen: 1.2.3.4:5\nspeculation_policy: {}\n",

@@ -135,6 +135,9 @@ type Tool struct {
 	// is reused only within the think window it was started in, never
 	// after a later authoritative result of its session.
 	Volatile bool
+	// Private keeps the tool's outputs out of every prompt ahead sends to
+	// a model (the speculator): they may hold what must not leave.
+	Private bool
 	// Cancellable false means speculative runs cannot be preempted or
 	// cancelled, so they only use slots beyond the authoritative reserve;
 	// an invalidated run is left to finish and its result discarded. Nil

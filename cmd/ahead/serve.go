@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/net/netutil"
 
 	"github.com/ahead-dev/ahead/backend"
 	cmdbackend "github.com/ahead-dev/ahead/backend/command"
@@ -24,6 +26,8 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/speculator"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -42,6 +46,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "serve", "serve --config ahead.yaml [--listen ADDR]", serveDescription)
 	configPath := fs.String("config", "", "the configuration `file` (required)")
 	listen := fs.String("listen", "", "listen on `HOST:PORT` instead of the config's listen (port 0 picks a free port)")
+	insecure := fs.Bool("insecure", false, "serve on an address other than loopback without auth_token_env (anyone who reaches it can run your tools)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -63,6 +68,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
+	if cfg.AuthToken == "" && !*insecure && !loopback(cfg.Listen) {
+		return usageErr("listening on %s, beyond this machine, without a token: set auth_token_env in the config (clients then send Authorization: Bearer TOKEN), or pass --insecure", cfg.Listen)
+	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
 	return serve(ctx, cfg, logger, e.stderr)
 }
@@ -75,6 +83,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
+	}
+	if cfg.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	}
 	st, err := openStack(ctx, cfg, logger, stderr)
 	if err != nil {
@@ -89,10 +100,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr 
 		mountMCP(mux, st.mcp, st.eng)
 	}
 	srv := &http.Server{
-		Handler: mux,
-		// Headers must arrive promptly; bodies and answers may take as
-		// long as the tools do, so there is no read or write timeout.
-		ReadHeaderTimeout: 10 * time.Second,
+		// Reading a request and each write of an answer are bounded per
+		// request (guard); calls and streams themselves may take as long
+		// as the tools and models do.
+		Handler:           guard(mux, cfg.ReadTimeout, cfg.WriteTimeout, cfg.AuthToken),
+		ReadHeaderTimeout: cmp.Or(cfg.ReadTimeout, 10*time.Second),
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -135,6 +147,7 @@ type stack struct {
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
 	predictor *patternPredictor
+	spec      *speculator.Speculator   // nil without a speculator block
 	mcp       *mcpproxy.Proxy          // nil without mcpServers
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
 }
@@ -157,7 +170,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		if err != nil {
 			return nil, err
 		}
-		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits}
+		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits, PerSession: bc.PerSession}
 		for _, t := range bc.Tools {
 			routes[t] = bc.Name
 		}
@@ -166,7 +179,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		}
 	}
 	if cfg.Traces != nil {
-		st.recorder, err = trace.NewWriter(cfg.Traces.Dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes})
+		st.recorder, err = trace.NewWriter(cfg.Traces.Dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes, MaxFiles: cfg.Traces.MaxFiles})
 		if err != nil {
 			return nil, fmt.Errorf("traces: %w", err)
 		}
@@ -226,6 +239,16 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	if st.predictor != nil {
 		opts.Predictor = st.predictor
 	}
+	if cfg.Speculator != nil {
+		if st.spec, err = newSpeculator(cfg.Speculator, pol, &st.eng, st.reg, logger); err != nil {
+			return nil, err
+		}
+		if st.predictor != nil {
+			opts.Predictor = predict.Join(st.predictor, st.spec)
+		} else {
+			opts.Predictor = st.spec
+		}
+	}
 	if st.recorder != nil {
 		opts.Recorder = st.recorder
 	}
@@ -271,6 +294,9 @@ func (st *stack) close() error {
 	if st.eng != nil {
 		st.eng.Close()
 	}
+	if st.spec != nil {
+		st.spec.Close()
+	}
 	if st.mcp != nil {
 		errs = append(errs, st.mcp.Close())
 	}
@@ -303,6 +329,19 @@ func (st *stack) patternCount() int {
 		return 0
 	}
 	return st.predictor.patterns
+}
+
+// loopback reports whether addr (HOST:PORT) listens on this machine only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func tracesDir(cfg *config.Config) string {
