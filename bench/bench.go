@@ -15,6 +15,7 @@ import (
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -95,6 +96,15 @@ type Options struct {
 	Record func(m Mode, ev trace.Event)
 	// Logger receives the engine's warnings; nil discards them.
 	Logger *slog.Logger
+	// Speculator, if set, adds a speculator to the ahead mode's
+	// predictor (a fast model, or sim:ACC:LAT's simulation): each run of
+	// the mode calls it with the engine's Offer and the harness's truth
+	// (the calls of a session's next step while its agent thinks, for a
+	// simulation), and stops what it returns when the mode ends.
+	Speculator func(offer func(session string, preds []predict.Prediction), truth func(session string) []trace.Event) (predict.Part, func(), error)
+	// SpeculatorName says what Speculator is, for the report ("sim:0.55:300ms
+	// (simulated)", or the model's URL).
+	SpeculatorName string
 }
 
 // Progress reports a run's progress.
@@ -207,6 +217,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 		slots = unlimited
 	}
 	var inner modePredictor
+	var eng *engine.Engine // set once built, before any session runs
 	switch m {
 	case Serial, AA:
 		pol = nil
@@ -214,6 +225,21 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 		p, err := o.Predictor()
 		if err != nil {
 			return nil, fmt.Errorf("building the predictor: %w", err)
+		}
+		if o.Speculator != nil {
+			offer := func(session string, preds []predict.Prediction) { eng.Offer(session, preds) }
+			truth := func(session string) []trace.Event {
+				if a := agents[session]; a != nil {
+					return a.nextStepIfIdle()
+				}
+				return nil
+			}
+			spec, stop, err := o.Speculator(offer, truth)
+			if err != nil {
+				return nil, fmt.Errorf("building the speculator: %w", err)
+			}
+			defer stop() // after the engine's Close below: late answers meet a closed engine
+			p = predict.Join(p, spec)
 		}
 		inner = external{p}
 	case Oracle:
@@ -252,7 +278,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	if o.Record != nil {
 		eopts.Recorder = recordFunc(func(ev trace.Event) error { o.Record(m, ev); return nil })
 	}
-	eng := engine.New(eopts)
+	eng = engine.New(eopts)
 	defer eng.Close()
 
 	results := make([]*sessionResult, len(sessions))

@@ -18,6 +18,7 @@ import (
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/speculator"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -718,5 +719,50 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", name, diff)
+	}
+}
+
+// TestSimulatedSpeculator runs the ahead mode with sim:ACC:LAT: a perfect
+// simulated speculator's guesses are claimed and counted under their own
+// origin, a lying one's are wasted, and both stay lossless.
+func TestSimulatedSpeculator(t *testing.T) {
+	sessions := readTestdata(t, "tiny.jsonl")
+	pol, err := policy.Load("testdata/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		acc      float64
+		wantHits bool
+	}{{1, true}, {0, false}} {
+		synctest.Test(t, func(t *testing.T) {
+			rep, err := Run(t.Context(), sessions, &Options{
+				Predictor: func() (Predictor, error) { return predict.Func(nil), nil },
+				Policy:    pol,
+				Latency:   latencies(map[string]time.Duration{}),
+				Modes:     []Mode{Serial, Ahead},
+				Speculator: func(offer func(string, []predict.Prediction), truth func(string) []trace.Event) (predict.Part, func(), error) {
+					s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: tc.acc, Latency: 100 * time.Millisecond, Seed: 1, Truth: truth, Offer: offer})
+					if err != nil {
+						return nil, nil, err
+					}
+					return s, s.Close, nil
+				},
+				SpeculatorName: "sim (test)",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rep.Mode(Ahead)
+			got := a.Origins[string(predict.OriginSpeculator)]
+			// A lying speculator's guesses may not even start: they name
+			// calls the agents already made, which the engine does not rerun.
+			if hits := got.Reused+got.Promoted > 0; hits != tc.wantHits || (tc.wantHits && got.Started == 0) {
+				t.Errorf("accuracy %v: speculator origin %+v, want hits %v", tc.acc, got, tc.wantHits)
+			}
+			if !rep.Lossless {
+				t.Errorf("accuracy %v: not lossless", tc.acc)
+			}
+		})
 	}
 }

@@ -277,6 +277,9 @@ type ReportConfig struct {
 	ColdStart    string  `json:"cold_start"`
 	Seed         uint64  `json:"seed"`
 	MineSessions int     `json:"mine_sessions"`
+	// Speculator names the ahead mode's speculator, if any ("(simulated)"
+	// when it is sim:ACC:LAT).
+	Speculator string `json:"speculator,omitempty"`
 }
 
 func newReport(sessions []trace.Session, o *Options) *Report {
@@ -292,6 +295,7 @@ func newReport(sessions []trace.Session, o *Options) *Report {
 		ColdStart:    o.ColdStart.String(),
 		Seed:         o.Seed,
 		MineSessions: len(o.Mine),
+		Speculator:   o.SpeculatorName,
 	}
 	for _, s := range sessions {
 		c.Calls += len(s.Events)

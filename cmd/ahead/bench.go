@@ -59,6 +59,9 @@ type benchFlags struct {
 	seed         uint64
 	asJSON       bool
 	plot         string
+	spec         string
+	specModel    string
+	specKeyEnv   string
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -82,6 +85,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the latency draws and arrivals")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object instead of tables")
 	fs.StringVar(&f.plot, "plot", "", "write an SVG `file`: session-time CDF per mode and a stall breakdown")
+	fs.StringVar(&f.spec, "speculator", "", "add a fast-model speculator to the ahead mode: sim:ACC:LAT (a simulation: the true next call among its guesses with probability ACC, answering LAT after the think window opens) or an OpenAI-compatible base `URL`")
+	fs.StringVar(&f.specModel, "speculator-model", "", "the model to ask at --speculator URL")
+	fs.StringVar(&f.specKeyEnv, "speculator-key-env", "", "environment `variable` holding --speculator URL's API key (none: no Authorization header)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,6 +107,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if err := f.predictor(e, tf, sessions, opts); err != nil {
 		return err
+	}
+	if f.spec != "" {
+		if opts.SpeculatorName, opts.Speculator, err = benchSpeculator(f.spec, f.specModel, f.specKeyEnv, f.seed, f.timeScale); err != nil {
+			return err
+		}
 	}
 	if opts.Policy == nil {
 		fmt.Fprintln(e.stderr, "ahead bench: no --policy: nothing is speculated (every mode is serial)")
