@@ -9,6 +9,7 @@ import (
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -20,6 +21,48 @@ type step struct {
 	// was issued (trace.Known): they reach the engine as its think window
 	// opens, before the model's think time runs.
 	heard []trace.Event
+	// streamed, with a modelled model (Options.ModelTPS), is when each
+	// call of the step is complete in the model's stream, from the start
+	// of the think window: the gateway offers it then (origin stream).
+	streamed []time.Duration
+}
+
+// Model is a modelled model's speed, replacing recorded think times: the
+// first token after TTFT, then TPS tokens a second.
+type Model struct {
+	TTFT time.Duration
+	TPS  float64
+}
+
+// charsPerToken is the rough size of a token, for modelled streams.
+const charsPerToken = 4
+
+// stream replaces each step's think time by the model's: TTFT plus the
+// step's output (its assistant text, then its calls' arguments) at TPS,
+// and notes when each call is complete in the stream.
+func (m Model) stream(s trace.Session, out []step) {
+	if m.TPS <= 0 {
+		return
+	}
+	text := map[int]int{} // step → characters of assistant text
+	for _, msg := range s.Messages {
+		if msg.Role == trace.RoleAssistant && msg.Step > 0 {
+			text[msg.Step] += len(msg.Content)
+		}
+	}
+	at := func(chars int) time.Duration {
+		return m.TTFT + time.Duration(float64(chars)/charsPerToken/m.TPS*float64(time.Second))
+	}
+	for k := range out {
+		st := &out[k]
+		chars := text[s.Events[st.start].Step]
+		st.streamed = make([]time.Duration, st.end-st.start)
+		for i := st.start; i < st.end; i++ {
+			chars += len(s.Events[i].Tool) + len(s.Events[i].Args)
+			st.streamed[i-st.start] = at(chars)
+		}
+		st.think = at(chars)
+	}
 }
 
 // steps splits a session into steps: consecutive events with the same step
@@ -104,11 +147,13 @@ type agent struct {
 	next        int // index of the first call not yet issued
 }
 
-func newAgent(s trace.Session, def time.Duration, rb *replay.Backend, isWrite func(string) bool) *agent {
+func newAgent(s trace.Session, def time.Duration, model Model, rb *replay.Backend, isWrite func(string) bool) *agent {
+	st := steps(s, def)
+	model.stream(s, st)
 	a := &agent{
 		s:           s,
 		isWrite:     isWrite,
-		steps:       steps(s, def),
+		steps:       st,
 		keys:        make([]callkey.Key, len(s.Events)),
 		valid:       make([]bool, len(s.Events)),
 		rb:          rb,
@@ -219,7 +264,7 @@ type sessionResult struct {
 // the traces do not time, and a real engine would not know the session
 // ended either, so what it speculates after the last call runs, is wasted
 // and counted (see drain).
-func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64) (*sessionResult, error) {
+func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64, stream bool) (*sessionResult, error) {
 	res := &sessionResult{
 		stallBy: make(map[engine.Source]time.Duration),
 		calls:   make([]callResult, len(a.s.Events)),
@@ -231,8 +276,20 @@ func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64) (
 				return nil, err
 			}
 		}
-		wake := time.Now().Add(scaled(st.think, scale))
-		if err := sleep(ctx, scaled(st.think, scale)); err != nil {
+		open := time.Now()
+		wake := open.Add(scaled(st.think, scale))
+		if stream {
+			// The gateway sees each call complete in the model's stream
+			// and offers it at once, ahead of the turn's end.
+			for j, d := range st.streamed {
+				if err := sleep(ctx, time.Until(open.Add(scaled(d, scale)))); err != nil {
+					return nil, err
+				}
+				ev := a.s.Events[st.start+j]
+				eng.Offer(a.s.ID, []predict.Prediction{{Tool: ev.Tool, Args: ev.Args, P: 1, Origin: predict.OriginStream}})
+			}
+		}
+		if err := sleep(ctx, time.Until(wake)); err != nil {
 			return nil, err
 		}
 		res.late = append(res.late, unscaled(time.Since(wake), scale))

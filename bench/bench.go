@@ -102,6 +102,15 @@ type Options struct {
 	// (the calls of a session's next step while its agent thinks, for a
 	// simulation), and stops what it returns when the mode ends.
 	Speculator func(offer func(session string, preds []predict.Prediction), truth func(session string) []trace.Event) (predict.Part, func(), error)
+	// Model, when its TPS is set, replaces recorded think times by a
+	// modelled model's stream (--model-ttft, --model-tps): each step's
+	// think time is TTFT plus its output tokens at TPS, and in the ahead
+	// mode each call is offered (origin stream) as soon as it is complete
+	// in the stream, as the gateway does.
+	Model Model
+	// NoStream keeps the modelled think times but offers nothing from the
+	// stream, to see the stream's gain beside the patterns'.
+	NoStream bool
 	// SpeculatorName says what Speculator is, for the report ("sim:0.55:300ms
 	// (simulated)", or the model's URL).
 	SpeculatorName string
@@ -207,7 +216,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	agents := make(map[string]*agent, len(sessions))
 	order := make([]*agent, len(sessions))
 	for i, s := range sessions {
-		a := newAgent(s, o.ThinkDefault, rb, isWrite)
+		a := newAgent(s, o.ThinkDefault, o.Model, rb, isWrite)
 		agents[s.ID] = a
 		order[i] = a
 	}
@@ -290,7 +299,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	one := func(i int) {
-		r, err := order[i].replay(ctx, eng, o.TimeScale)
+		r, err := order[i].replay(ctx, eng, o.TimeScale, m == Ahead && o.Model.TPS > 0 && !o.NoStream)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {

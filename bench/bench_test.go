@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -762,6 +764,67 @@ func TestSimulatedSpeculator(t *testing.T) {
 			}
 			if !rep.Lossless {
 				t.Errorf("accuracy %v: not lossless", tc.acc)
+			}
+		})
+	}
+}
+
+// TestStreamTimeDispatch replays a turn whose first call, a safe read, is
+// complete in the model's stream long before the turn ends, and whose
+// second is an unsafe write: the read is speculated from the stream and
+// the agent waits for it at most max(0, latency − (stream end − call
+// complete)) + 10 ms; the write never runs before the agent calls it.
+func TestStreamTimeDispatch(t *testing.T) {
+	long := `{"text":"` + strings.Repeat("x", 3990) + `"}` // 1,000 tokens: 10 s at 100 tokens/s
+	s := trace.Session{ID: "s", Events: []trace.Event{
+		call("s", 0, 1, "get_a", `{"id":1}`, "a", -1),
+		call("s", 1, 1, "put_b", long, "ok", -1),
+	}}
+	for _, stream := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			var mu sync.Mutex
+			var specPuts int
+			rep, err := Run(t.Context(), []trace.Session{s}, &Options{
+				Predictor: func() (Predictor, error) { return predict.Func(nil), nil },
+				// The write names what it changes, which the read does not
+				// read: issued together, it must not invalidate the read.
+				Policy: &policy.Policy{Tools: map[string]policy.Tool{
+					"get_a": {Allow: true, Reads: policy.Refs("id")},
+					"put_b": {Writes: policy.Refs("text")},
+				}},
+				Latency:  latencies(map[string]time.Duration{"get_a": 2 * time.Second, "put_b": time.Second}),
+				Modes:    []Mode{Ahead},
+				Model:    Model{TTFT: 500 * time.Millisecond, TPS: 100},
+				NoStream: !stream,
+				Record: func(_ Mode, ev trace.Event) {
+					if ev.Speculative && ev.Tool == "put_b" {
+						mu.Lock()
+						specPuts++
+						mu.Unlock()
+					}
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rep.Mode(Ahead)
+			// get_a is complete ~10 s before the stream ends: its wait is
+			// max(0, 2 s − 10 s) + at most 10 ms.
+			got := time.Duration(a.callMS[0][0] * float64(time.Millisecond))
+			if stream && got > 10*time.Millisecond {
+				t.Errorf("the streamed read waited %v, want at most 10ms", got)
+			}
+			if !stream && got < 2*time.Second {
+				t.Errorf("without the stream the read waited %v, want its full 2s", got)
+			}
+			if o := a.Origins[string(predict.OriginStream)]; stream && o.Reused+o.Promoted != 1 {
+				t.Errorf("stream origin %+v, want the read claimed", o)
+			}
+			if specPuts > 0 {
+				t.Errorf("the unsafe write ran speculatively %d times", specPuts)
+			}
+			if !rep.Lossless {
+				t.Error("not lossless")
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -280,6 +281,8 @@ type ReportConfig struct {
 	// Speculator names the ahead mode's speculator, if any ("(simulated)"
 	// when it is sim:ACC:LAT).
 	Speculator string `json:"speculator,omitempty"`
+	// Model is the modelled model (--model-ttft, --model-tps), if any.
+	Model string `json:"model,omitempty"`
 }
 
 func newReport(sessions []trace.Session, o *Options) *Report {
@@ -296,6 +299,14 @@ func newReport(sessions []trace.Session, o *Options) *Report {
 		Seed:         o.Seed,
 		MineSessions: len(o.Mine),
 		Speculator:   o.SpeculatorName,
+	}
+	if o.Model.TPS > 0 {
+		c.Model = fmt.Sprintf("ttft %v, %g tokens/s", o.Model.TTFT, o.Model.TPS)
+		if o.NoStream {
+			c.Model += ", nothing speculated from the stream"
+		} else {
+			c.Model += ", calls speculated as they complete in the stream"
+		}
 	}
 	for _, s := range sessions {
 		c.Calls += len(s.Events)

@@ -78,6 +78,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sessions, %d calls in %d steps; tool latency %s; think default %s; %s; slots %s; speculation budget %s; time scale %g\n",
 		c.Sessions, c.Calls, c.Steps, c.Latency, c.ThinkDefault, load, slots, budget, c.TimeScale)
+	if c.Model != "" {
+		fmt.Fprintf(&b, "think times modelled: %s\n", c.Model)
+	}
 	if c.Speculator != "" {
 		fmt.Fprintf(&b, "ahead mode with a speculator: %s\n", c.Speculator)
 	}

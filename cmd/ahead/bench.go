@@ -59,6 +59,9 @@ type benchFlags struct {
 	seed         uint64
 	asJSON       bool
 	plot         string
+	modelTTFT    time.Duration
+	modelTPS     float64
+	noStream     bool
 	spec         string
 	specModel    string
 	specKeyEnv   string
@@ -85,6 +88,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the latency draws and arrivals")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object instead of tables")
 	fs.StringVar(&f.plot, "plot", "", "write an SVG `file`: session-time CDF per mode and a stall breakdown")
+	fs.DurationVar(&f.modelTTFT, "model-ttft", 0, "with --model-tps: the modelled model's time to first token")
+	fs.Float64Var(&f.modelTPS, "model-tps", 0, "replay as if the model streamed `N` tokens a second: each step's think time becomes --model-ttft plus its output (text and call arguments, 4 characters a token) over N, and in the ahead mode each call is speculated the moment it is complete in the stream, as the gateway does")
+	fs.BoolVar(&f.noStream, "no-stream", false, "with --model-tps: keep the modelled think times but speculate nothing from the stream (to see its gain apart)")
 	fs.StringVar(&f.spec, "speculator", "", "add a fast-model speculator to the ahead mode: sim:ACC:LAT (a simulation: the true next call among its guesses with probability ACC, answering LAT after the think window opens) or an OpenAI-compatible base `URL`")
 	fs.StringVar(&f.specModel, "speculator-model", "", "the model to ask at --speculator URL")
 	fs.StringVar(&f.specKeyEnv, "speculator-key-env", "", "environment `variable` holding --speculator URL's API key (none: no Authorization header)")
@@ -108,6 +114,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err := f.predictor(e, tf, sessions, opts); err != nil {
 		return err
 	}
+	if f.modelTPS < 0 || f.modelTTFT < 0 {
+		return usageErr("--model-tps and --model-ttft cannot be negative")
+	}
+	opts.Model = bench.Model{TTFT: f.modelTTFT, TPS: f.modelTPS}
+	opts.NoStream = f.noStream
 	if f.spec != "" {
 		if opts.SpeculatorName, opts.Speculator, err = benchSpeculator(f.spec, f.specModel, f.specKeyEnv, f.seed, f.timeScale); err != nil {
 			return err
