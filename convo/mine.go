@@ -271,8 +271,7 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 	var best tokRef
 	var bestTfs []string
 	for _, r := range tm.refs {
-		tk := r.seg.toks[r.i]
-		tm.tfs = transformOf(tk.text, v, tm.tfs[:0])
+		tm.tfs = transformOf(r.seg.str(r.i), v, tm.tfs[:0])
 		if len(tm.tfs) == 0 {
 			continue
 		}
@@ -285,10 +284,11 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 		return
 	}
 	tk := best.seg.toks[best.i]
+	text := best.seg.str(best.i)
 	a.Found++
-	a.Shapes[shape(tk.text)]++
+	a.Shapes[shape(text)]++
 	a.Classes[classString(tk.bits)]++
-	a.Lengths[lengthBucket(len(tk.text))]++
+	a.Lengths[lengthBucket(len(text))]++
 	for _, tf := range bestTfs {
 		a.Transforms[tf] += 1 / float64(len(bestTfs))
 	}
@@ -446,8 +446,7 @@ const maxInstanceCands = 64
 // training instances of the value scorer.
 func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 	var out []instance
-	var buf []cand
-	w := defaultWeights()
+	var sc scratch
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
 		for ev := range trace.Known(s) {
@@ -464,20 +463,20 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 					if a == nil {
 						continue
 					}
-					buf = st.argCands(t, a, w, buf)
-					if len(buf) == 0 {
+					cs := st.candidates(a, &sc)
+					if len(cs) == 0 {
 						continue
 					}
-					want := valueJSON(raw)
-					slices.SortFunc(buf, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
+					want, wok := valueHash(raw)
+					slices.SortStableFunc(cs, func(x, y scored) int { return cmp.Compare(y.score, x.score) })
 					in := instance{label: -1}
-					for i, cd := range buf {
-						if cd.v == want {
+					for i := range cs {
+						if wok && cs[i].h == want {
 							in.label = len(in.x)
 						} else if i >= maxInstanceCands {
 							continue
 						}
-						in.x = append(in.x, cd.x)
+						in.x = append(in.x, st.features(a, &cs[i]))
 					}
 					out = append(out, in)
 				}
@@ -486,6 +485,25 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 		}
 	}
 	return out
+}
+
+// valueHash returns the hash of a value as candidates hash it: a
+// string's text, a number's JSON.
+func valueHash(raw json.RawMessage) (uint64, bool) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false
+		}
+		return hashString(s), true
+	}
+	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return hashString(string(raw)), true
+	}
+	if c, ok := canonValue(raw); ok {
+		return hashString(c), true
+	}
+	return 0, false
 }
 
 // valueJSON returns the JSON of a value as candidates spell it.
