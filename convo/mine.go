@@ -83,7 +83,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	}
 	// The three fits are independent: run them side by side.
 	var m *Model
-	var halfPairs [2][2][]calPair
+	var halfPairs [2][nStrata][]calPair
 	var wg sync.WaitGroup
 	wg.Go(func() { m = fit(sessions, &o) })
 	for h := range halves {
@@ -96,7 +96,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		})
 	}
 	wg.Wait()
-	var pairs [2][]calPair
+	var pairs [nStrata][]calPair
 	for h := range halfPairs {
 		for i := range pairs {
 			pairs[i] = append(pairs[i], halfPairs[h][i]...)
@@ -573,7 +573,7 @@ type calPair struct {
 
 // appendPairs replays sessions as the predictor would see them and pairs
 // each prediction's raw score with whether it was the next call.
-func appendPairs(pairs *[2][]calPair, c *compiled, sessions []trace.Session, maxBytes int) {
+func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Session, maxBytes int) {
 	var sc scratch
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
@@ -584,15 +584,33 @@ func appendPairs(pairs *[2][]calPair, c *compiled, sessions []trace.Session, max
 			}
 		}
 		add()
+		// A prediction hits if it is one of the calls of the coming step
+		// (the calls that share the next call's step), as the engine uses
+		// it: a speculative result serves any call of that step.
+		stepKeys := func(ev trace.Event) []string {
+			keys := []string{valueKey(ev.Tool, ev.Args)}
+			if ev.Step <= 0 {
+				return keys
+			}
+			for _, o := range s.Events {
+				if o.Step == ev.Step && o.Seq != ev.Seq && o.IsCall() {
+					keys = append(keys, valueKey(o.Tool, o.Args))
+				}
+			}
+			return keys
+		}
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
 				add()
 				continue
 			}
-			want := valueKey(ev.Tool, ev.Args)
-			for _, p := range pending {
-				pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, valueKey(p.tool, json.RawMessage(p.args)) == want})
+			if len(pending) > 0 {
+				want := stepKeys(ev)
+				for _, p := range pending {
+					k := valueKey(p.tool, json.RawMessage(p.args))
+					pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, slices.Contains(want, k)})
+				}
 			}
 			pending = pending[:0]
 			st.observe(ev)

@@ -122,7 +122,7 @@ type compiled struct {
 	byName  map[string]int
 	keys    [1 << len(classChars) / 64]uint64 // class sets any argument reads
 	w       []float64
-	cal     [2][]CalPoint
+	cal     [nStrata][]CalPoint
 	// args are every tool's arguments, by cArg.id.
 	args []*cArg
 	// shapeID numbers the shapes any argument knows.
@@ -346,13 +346,30 @@ func compile(m *Model) *compiled {
 		c.w = defaultWeights()
 	}
 	c.derive()
-	c.cal = [2][]CalPoint{m.Calibration[strata[0]], m.Calibration[strata[1]]}
+	for i, name := range strata {
+		c.cal[i] = m.Calibration[name]
+	}
+	if c.cal[stratumFirst] == nil {
+		// A model mined before the first-call map: the user's serves.
+		c.cal[stratumFirst] = c.cal[stratumUser]
+	}
 	return c
 }
 
 // calibrate maps a raw score to P.
-// strata name the calibration maps: after a call, after the user spoke.
-var strata = [2]string{"call", "user"}
+// strata name the calibration maps: after a call (mid-turn), after the
+// user spoke, and before the session's first call. The same raw score
+// means more before a first call, when the user has just said what the
+// call needs, than mid-turn, where the values often come from outputs
+// this model does not read.
+var strata = [nStrata]string{"call", "user", "first"}
+
+const (
+	stratumCall = iota
+	stratumUser
+	stratumFirst
+	nStrata
+)
 
 func (c *compiled) calibrate(stratum int, raw float64) float64 {
 	cal := c.cal[stratum]

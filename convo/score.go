@@ -606,13 +606,15 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 	}
 }
 
-// stratum is the calibration map that applies: 1 if the user spoke since
-// the previous call.
+// stratum is the calibration map that applies.
 func (st *state) stratum() int {
-	if st.spoke {
-		return 1
+	switch {
+	case st.calls == 0:
+		return stratumFirst
+	case st.spoke:
+		return stratumUser
 	}
-	return 0
+	return stratumCall
 }
 
 // quote returns the JSON string of v: as is between quotes when it is
