@@ -271,6 +271,9 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 	var best tokRef
 	var bestTfs []string
 	for _, r := range tm.refs {
+		if r.seg.dropped {
+			continue
+		}
 		tm.tfs = transformOf(r.seg.str(r.i), v, tm.tfs[:0])
 		if len(tm.tfs) == 0 {
 			continue

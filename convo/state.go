@@ -309,9 +309,8 @@ func (st *state) add(seg *segment) {
 		st.segs[drop].dropped = true
 		st.epoch++
 		st.segs = slices.Delete(st.segs, drop, drop+1)
-		if st.index != nil {
-			st.reindex()
-		}
+		// The mining index keeps the dropped segment's tokens; find skips
+		// them (rebuilding it per drop cost time quadratic in a session).
 	}
 }
 
@@ -325,13 +324,6 @@ func (st *state) indexSeg(seg *segment) {
 		if d, ok := apply(tfDigits, text); ok {
 			st.index["\x00"+d] = append(st.index["\x00"+d], tokRef{seg, int32(i)})
 		}
-	}
-}
-
-func (st *state) reindex() {
-	clear(st.index)
-	for _, s := range st.segs {
-		st.indexSeg(s)
 	}
 }
 
