@@ -83,7 +83,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	}
 	// The three fits are independent: run them side by side.
 	var m *Model
-	var halfPairs [2][2][]calPair
+	var halfPairs [2][nStrata][]calPair
 	var wg sync.WaitGroup
 	wg.Go(func() { m = fit(sessions, &o) })
 	for h := range halves {
@@ -96,7 +96,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		})
 	}
 	wg.Wait()
-	var pairs [2][]calPair
+	var pairs [nStrata][]calPair
 	for h := range halfPairs {
 		for i := range pairs {
 			pairs[i] = append(pairs[i], halfPairs[h][i]...)
@@ -271,8 +271,10 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 	var best tokRef
 	var bestTfs []string
 	for _, r := range tm.refs {
-		tk := r.seg.toks[r.i]
-		tm.tfs = transformOf(tk.text, v, tm.tfs[:0])
+		if r.seg.dropped {
+			continue
+		}
+		tm.tfs = transformOf(r.seg.str(r.i), v, tm.tfs[:0])
 		if len(tm.tfs) == 0 {
 			continue
 		}
@@ -285,10 +287,11 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 		return
 	}
 	tk := best.seg.toks[best.i]
+	text := best.seg.str(best.i)
 	a.Found++
-	a.Shapes[shape(tk.text)]++
+	a.Shapes[shape(text)]++
 	a.Classes[classString(tk.bits)]++
-	a.Lengths[lengthBucket(len(tk.text))]++
+	a.Lengths[lengthBucket(len(text))]++
 	for _, tf := range bestTfs {
 		a.Transforms[tf] += 1 / float64(len(bestTfs))
 	}
@@ -446,8 +449,7 @@ const maxInstanceCands = 64
 // training instances of the value scorer.
 func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 	var out []instance
-	var buf []cand
-	w := defaultWeights()
+	var sc scratch
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
 		for ev := range trace.Known(s) {
@@ -464,20 +466,20 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 					if a == nil {
 						continue
 					}
-					buf = st.argCands(t, a, w, buf)
-					if len(buf) == 0 {
+					cs := st.candidates(a, &sc)
+					if len(cs) == 0 {
 						continue
 					}
-					want := valueJSON(raw)
-					slices.SortFunc(buf, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
+					want, wok := valueHash(raw)
+					slices.SortStableFunc(cs, func(x, y scored) int { return cmp.Compare(y.score, x.score) })
 					in := instance{label: -1}
-					for i, cd := range buf {
-						if cd.v == want {
+					for i := range cs {
+						if wok && cs[i].h == want {
 							in.label = len(in.x)
 						} else if i >= maxInstanceCands {
 							continue
 						}
-						in.x = append(in.x, cd.x)
+						in.x = append(in.x, st.features(a, &cs[i]))
 					}
 					out = append(out, in)
 				}
@@ -486,6 +488,25 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 		}
 	}
 	return out
+}
+
+// valueHash returns the hash of a value as candidates hash it: a
+// string's text, a number's JSON.
+func valueHash(raw json.RawMessage) (uint64, bool) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false
+		}
+		return hashString(s), true
+	}
+	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return hashString(string(raw)), true
+	}
+	if c, ok := canonValue(raw); ok {
+		return hashString(c), true
+	}
+	return 0, false
 }
 
 // valueJSON returns the JSON of a value as candidates spell it.
@@ -555,7 +576,7 @@ type calPair struct {
 
 // appendPairs replays sessions as the predictor would see them and pairs
 // each prediction's raw score with whether it was the next call.
-func appendPairs(pairs *[2][]calPair, c *compiled, sessions []trace.Session, maxBytes int) {
+func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Session, maxBytes int) {
 	var sc scratch
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
@@ -566,15 +587,33 @@ func appendPairs(pairs *[2][]calPair, c *compiled, sessions []trace.Session, max
 			}
 		}
 		add()
+		// A prediction hits if it is one of the calls of the coming step
+		// (the calls that share the next call's step), as the engine uses
+		// it: a speculative result serves any call of that step.
+		stepKeys := func(ev trace.Event) []string {
+			keys := []string{valueKey(ev.Tool, ev.Args)}
+			if ev.Step <= 0 {
+				return keys
+			}
+			for _, o := range s.Events {
+				if o.Step == ev.Step && o.Seq != ev.Seq && o.IsCall() {
+					keys = append(keys, valueKey(o.Tool, o.Args))
+				}
+			}
+			return keys
+		}
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
 				add()
 				continue
 			}
-			want := valueKey(ev.Tool, ev.Args)
-			for _, p := range pending {
-				pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, valueKey(p.tool, json.RawMessage(p.args)) == want})
+			if len(pending) > 0 {
+				want := stepKeys(ev)
+				for _, p := range pending {
+					k := valueKey(p.tool, json.RawMessage(p.args))
+					pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, slices.Contains(want, k)})
+				}
 			}
 			pending = pending[:0]
 			st.observe(ev)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // ModelVersion is the version of the Model format this package writes.
@@ -120,7 +122,68 @@ type compiled struct {
 	byName  map[string]int
 	keys    [1 << len(classChars) / 64]uint64 // class sets any argument reads
 	w       []float64
-	cal     [2][]CalPoint
+	cal     [nStrata][]CalPoint
+	// args are every tool's arguments, by cArg.id.
+	args []*cArg
+	// shapeID numbers the shapes any argument knows.
+	shapeID map[string]int32
+	// logWT is logW transposed: by word id, then tool index.
+	logWT []float64
+	// seqBy gives the call-sequence counts after a previous signature,
+	// by whether the user spoke since.
+	seqBy map[string]*[2]seqDist
+	// vtab is an open-addressing table of the vocabulary by hash.
+	vtab []vslot
+	// shape1 is the shape id of a token of one class, by class index.
+	shape1 [len(classChars)]int32
+	// lgRank[r] is log(1+r).
+	lgRank [maxRank + 1]float64
+}
+
+const maxRank = 255
+
+type vslot struct {
+	h  uint64
+	id int32 // -1: empty
+}
+
+// wordID returns the vocabulary id of word t, whose hash is h, or -1.
+func (c *compiled) wordID(t string, h uint64) int32 {
+	if len(c.vtab) == 0 {
+		return -1
+	}
+	mask := uint64(len(c.vtab) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := c.vtab[i]
+		if s.id < 0 {
+			return -1
+		}
+		if s.h == h && c.words[s.id] == t {
+			return s.id
+		}
+	}
+}
+
+// shapeOf returns the shape id of token t of class set bits, or -1.
+func (c *compiled) shapeOf(t string, bits uint16) int32 {
+	if bits&(bits-1) == 0 {
+		return c.shape1[bits31(bits)]
+	}
+	var b [16]byte
+	if id, ok := c.shapeID[string(shapeBytes(t, b[:0]))]; ok {
+		return id
+	}
+	return -1
+}
+
+// bits31 is the index of the one bit set in b.
+func bits31(b uint16) int {
+	n := 0
+	for b > 1 {
+		b >>= 1
+		n++
+	}
+	return n
 }
 
 type seqDist struct {
@@ -137,14 +200,23 @@ type cTool struct {
 
 type cKeySet struct {
 	keys []string
+	json []string // the keys as JSON strings
+	args []*cArg
 	logP float64
 }
 
 type cArg struct {
+	id       int32
+	tool     int
 	a        *ArgModel
-	number   bool // values are numbers: candidates must parse as one
+	shp      []float64 // log P(shape), by shape id
+	lenLP    [nLenBuckets]float64
+	tfs      []tfIdx
+	constH   []uint64 // hashes of the constants' values as strings
+	number   bool     // values are numbers: candidates must parse as one
 	logFound float64
 	keys     []uint16
+	clsVal   []float64 // log P(class set), by keys' index
 	logCls   map[uint16]float64
 	logShp   map[string]float64
 	shpMiss  float64
@@ -157,6 +229,11 @@ type cArg struct {
 
 type tfLog struct {
 	tf string
+	lp float64
+}
+
+type tfIdx struct {
+	tf uint8 // index in transforms
 	lp float64
 }
 
@@ -199,10 +276,16 @@ func compile(m *Model) *compiled {
 			ct.logW[i] = math.Log((t.Words[words[i]]+0.1)/(t.WordTotal+0.1*V)) - c.logBg[i]
 		}
 		for _, ks := range t.KeySets {
-			ct.keySets = append(ct.keySets, cKeySet{keys: ks.Keys, logP: math.Log(ks.Count / t.Calls)})
+			ck := cKeySet{keys: ks.Keys, logP: math.Log(ks.Count / t.Calls)}
+			for _, k := range ks.Keys {
+				b, _ := json.Marshal(k)
+				ck.json = append(ck.json, string(b))
+			}
+			ct.keySets = append(ct.keySets, ck)
 		}
 		for _, a := range t.Args {
-			ca := &cArg{a: a, number: a.Kinds["number"] > a.Kinds["string"]}
+			ca := &cArg{id: int32(len(c.args)), tool: i, a: a, number: a.Kinds["number"] > a.Kinds["string"]}
+			c.args = append(c.args, ca)
 			ca.logFound = math.Log((a.Found + 1) / (a.Count + 2))
 			ca.logCls = make(map[uint16]float64)
 			clsLog, _ := logShare(a.Classes, a.Found)
@@ -262,13 +345,31 @@ func compile(m *Model) *compiled {
 	if len(c.w) != nFeat {
 		c.w = defaultWeights()
 	}
-	c.cal = [2][]CalPoint{m.Calibration[strata[0]], m.Calibration[strata[1]]}
+	c.derive()
+	for i, name := range strata {
+		c.cal[i] = m.Calibration[name]
+	}
+	if c.cal[stratumFirst] == nil {
+		// A model mined before the first-call map: the user's serves.
+		c.cal[stratumFirst] = c.cal[stratumUser]
+	}
 	return c
 }
 
 // calibrate maps a raw score to P.
-// strata name the calibration maps: after a call, after the user spoke.
-var strata = [2]string{"call", "user"}
+// strata name the calibration maps: after a call (mid-turn), after the
+// user spoke, and before the session's first call. The same raw score
+// means more before a first call, when the user has just said what the
+// call needs, than mid-turn, where the values often come from outputs
+// this model does not read.
+var strata = [nStrata]string{"call", "user", "first"}
+
+const (
+	stratumCall = iota
+	stratumUser
+	stratumFirst
+	nStrata
+)
 
 func (c *compiled) calibrate(stratum int, raw float64) float64 {
 	cal := c.cal[stratum]
@@ -288,3 +389,100 @@ func (c *compiled) readsClass(bits uint16) bool {
 
 // word returns the word of a vocabulary id.
 func (c *compiled) word(id int32) string { return c.words[id] }
+
+// derive builds the tables the online predictor reads by index instead of
+// by name: shape ids, length buckets, transform indices, the key sets'
+// arguments, constants' hashes, the transposed word table and the
+// call-sequence table by previous signature.
+func (c *compiled) derive() {
+	c.shapeID = make(map[string]int32)
+	for _, ca := range c.args {
+		for shp := range ca.logShp {
+			if _, ok := c.shapeID[shp]; !ok {
+				c.shapeID[shp] = int32(len(c.shapeID))
+			}
+		}
+	}
+	for _, ca := range c.args {
+		ca.shp = make([]float64, len(c.shapeID))
+		for i := range ca.shp {
+			ca.shp[i] = ca.shpMiss
+		}
+		for shp, lp := range ca.logShp {
+			ca.shp[c.shapeID[shp]] = lp
+		}
+		for b := range ca.lenLP {
+			ca.lenLP[b] = ca.lenMiss
+			if lp, ok := ca.logLen[lengthBuckets[b]]; ok {
+				ca.lenLP[b] = lp
+			}
+		}
+		for _, k := range ca.keys {
+			ca.clsVal = append(ca.clsVal, ca.logCls[k])
+		}
+		for _, tl := range ca.logTf {
+			ca.tfs = append(ca.tfs, tfIdx{uint8(slices.Index(transforms, tl.tf)), tl.lp})
+		}
+		for _, k := range ca.consts {
+			ca.constH = append(ca.constH, hashString(constString(k.v)))
+		}
+	}
+	for _, ct := range c.tools {
+		for i := range ct.keySets {
+			ks := &ct.keySets[i]
+			for _, k := range ks.keys {
+				ks.args = append(ks.args, ct.args[k])
+			}
+		}
+	}
+	nt := len(c.tools)
+	c.logWT = make([]float64, len(c.words)*nt)
+	for ti, ct := range c.tools {
+		for w, lw := range ct.logW {
+			c.logWT[w*nt+ti] = lw
+		}
+	}
+	c.seqBy = make(map[string]*[2]seqDist)
+	for ctx, d := range c.seqCtx {
+		i := strings.LastIndexByte(ctx, '|')
+		if i < 0 {
+			continue
+		}
+		prev, flag := ctx[:i], 0
+		if ctx[i+1:] == "1" {
+			flag = 1
+		}
+		b := c.seqBy[prev]
+		if b == nil {
+			b = new([2]seqDist)
+			c.seqBy[prev] = b
+		}
+		b[flag] = d
+	}
+	for i := range c.shape1 {
+		c.shape1[i] = -1
+		if id, ok := c.shapeID[classChars[i:i+1]]; ok {
+			c.shape1[i] = id
+		}
+	}
+	size := 64
+	for size < 2*len(c.words) {
+		size *= 2
+	}
+	c.vtab = make([]vslot, size)
+	for i := range c.vtab {
+		c.vtab[i].id = -1
+	}
+	for id, w := range c.words {
+		h := hashString(w)
+		for i := h & uint64(size-1); ; i = (i + 1) & uint64(size-1) {
+			if c.vtab[i].id < 0 {
+				c.vtab[i] = vslot{h, int32(id)}
+				break
+			}
+		}
+	}
+	for r := range c.lgRank {
+		c.lgRank[r] = math.Log1p(float64(r))
+	}
+}

@@ -1,12 +1,10 @@
 package convo
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/ahead-dev/ahead/predict"
 )
@@ -45,146 +43,333 @@ func defaultWeights() []float64 {
 	return w
 }
 
-// cand is a candidate value of one argument.
-type cand struct {
-	v     string // the JSON value
-	x     [nFeat]float64
-	score float64
-	pos   int // recency key: larger is more recent
-	text  string
+// entry is a candidate value of one argument: a mention of a token in
+// the window under one normalisation, with the part of its score that
+// does not change while it stays in the window.
+type entry struct {
+	seg  *segment
+	i    int32
+	tf   uint8
+	rank int32 // recency rank of its token's text among the argument's
+	h    uint64
+	base float64 // w · staticX
 }
 
-// argCands returns the candidate values of argument a of tool t in the
-// state's window, features set (scores not), deduplicated by value with
-// the best-featured mention kept after scoring by w.
-func (st *state) argCands(t *cTool, a *cArg, w []float64, dst []cand) []cand {
-	dst = dst[:0]
-	for si := len(st.segs) - 1; si >= 0 && len(dst) < maxMentions; si-- {
+// argCache holds an argument's candidates: the entries of the
+// maxMentions most recent mentions in the window, the most recent
+// first, brought up to date with the segments added since it was read.
+type argCache struct {
+	es    []entry
+	upTo  int    // segments with an ordinal below upTo are in
+	epoch uint64 // the window's epoch when filtered last
+	full  bool   // mentions were left out at the cap
+}
+
+// staticX returns the features of a mention that do not change while it
+// stays in the window.
+func staticX(a *cArg, seg *segment, i int32, lp float64) (x [nFeat]float64) {
+	tk := &seg.toks[i]
+	x[fTf] = lp
+	x[fClass] = a.clsLP(tk.bits)
+	x[fShape] = a.shpMiss
+	if tk.shape >= 0 {
+		x[fShape] = a.shp[tk.shape]
+	}
+	x[fLen] = a.lenLP[lengthIdx(int(tk.n))]
+	x[fNear] = max(-6, min(6, seg.nearSum(i, a.near)))
+	switch seg.role {
+	case roleUser:
+		x[fUser] = 1
+	case roleSystem:
+		x[fSystem] = 1
+	case roleAssistant:
+		x[fAssist] = 1
+	case roleCall:
+		x[fCall] = 1
+		if seg.args[i] == a.a.Name {
+			x[fSameName] = 1
+		}
+	}
+	x[fFound] = a.logFound
+	return x
+}
+
+func (a *cArg) clsLP(bits uint16) float64 {
+	for i, k := range a.keys {
+		if k == bits {
+			return a.clsVal[i]
+		}
+	}
+	return 0
+}
+
+// dynX sets the features of an entry (or a constant, e nil) that depend
+// on the state: recency rank, latest user message, since the previous
+// call, use by earlier calls.
+func (st *state) dynX(a *cArg, e *entry, h uint64, x *[nFeat]float64) {
+	if e != nil {
+		x[fRank] = st.c.lgRank[min(e.rank, maxRank)]
+		if e.seg == st.userSeg {
+			x[fLatest] = 1
+		}
+		if e.seg.n > st.lastCall {
+			x[fSince] = 1
+		}
+		if st.spoke {
+			x[fSpoke] = 1
+		}
+	}
+	if _, ok := st.used[h]; !ok {
+		return
+	}
+	_, same := st.usedSame[usedKey{a.id, h}]
+	if e != nil {
+		x[fUsed] = 1
+	} else if !same {
+		return
+	}
+	if same {
+		x[fUsedSame] = 1
+	}
+	if st.prevTool == a.tool && st.prevSet[a.id] && st.prevH[a.id] == h {
+		x[fRepeat] = 1
+	}
+}
+
+// dynScore is w · dynX, without building the vector.
+func (st *state) dynScore(a *cArg, e *entry, h uint64) float64 {
+	w := st.c.w
+	var d float64
+	if e != nil {
+		d = w[fRank] * st.c.lgRank[min(e.rank, maxRank)]
+		if e.seg == st.userSeg {
+			d += w[fLatest]
+		}
+		if e.seg.n > st.lastCall {
+			d += w[fSince]
+		}
+		if st.spoke {
+			d += w[fSpoke]
+		}
+	}
+	if len(st.used) == 0 {
+		return d
+	}
+	if _, ok := st.used[h]; !ok {
+		return d
+	}
+	_, same := st.usedSame[usedKey{a.id, h}]
+	if e != nil {
+		d += w[fUsed]
+	} else if !same {
+		return d
+	}
+	if same {
+		d += w[fUsedSame]
+	}
+	if st.prevTool == a.tool && st.prevSet[a.id] && st.prevH[a.id] == h {
+		d += w[fRepeat]
+	}
+	return d
+}
+
+// cache returns argument a's candidates, up to date.
+func (st *state) cache(a *cArg) *argCache {
+	if st.caches == nil {
+		st.caches = make([]argCache, len(st.c.args))
+	}
+	ac := &st.caches[a.id]
+	if ac.epoch != st.epoch {
+		n, removed := 0, false
+		for _, e := range ac.es {
+			if e.seg.dropped {
+				removed = true
+				continue
+			}
+			ac.es[n] = e
+			n++
+		}
+		ac.es = ac.es[:n]
+		if removed && ac.full {
+			// Mentions left out at the cap may be back in.
+			ac.es, ac.upTo, ac.full = ac.es[:0], 0, false
+		}
+		ac.epoch = st.epoch
+	}
+	if ac.upTo == st.n {
+		return ac
+	}
+	w := st.c.w
+	buf := st.tmp[:0]
+	mentions, full := 0, false
+	var vb [maxTokenLen + 8]byte
+	var pos [8]int
+	keys := a.keys
+	if len(keys) > len(pos) {
+		keys = keys[:len(pos)]
+	}
+segs:
+	for si := len(st.segs) - 1; si >= 0; si-- {
 		seg := st.segs[si]
-		if seg.byKey == nil {
+		if seg.n < ac.upTo {
+			break
+		}
+		if seg.groups == nil {
 			continue
 		}
-		// The segment's mentions, the most recent first.
-		mentions := st.mentions[:0]
-		for _, k := range a.keys {
-			mentions = append(mentions, seg.byKey[k]...)
+		var lists [8][]int32
+		for ki, k := range keys {
+			lists[ki] = seg.group(k)
+			pos[ki] = len(lists[ki]) - 1
 		}
-		slices.Sort(mentions)
-		st.mentions = mentions
-		for mi := len(mentions) - 1; mi >= 0; mi-- {
-			i := mentions[mi]
-			{
-				tk := seg.toks[i]
-				for _, tl := range a.logTf {
-					lp := tl.lp
-					v, ok := apply(tl.tf, tk.text)
-					if !ok {
-						continue
+		for {
+			// The most recent mention left among a's keys.
+			bk, bi := -1, int32(-1)
+			for ki := range keys {
+				if p := pos[ki]; p >= 0 {
+					if i := lists[ki][p]; i > bi {
+						bk, bi = ki, i
 					}
-					var js string
-					if a.number {
-						f, err := strconv.ParseFloat(v, 64)
-						if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-							continue
-						}
-						js = v
-					} else {
-						js = quote(v)
-					}
-					c := cand{v: js, pos: seg.n<<20 | int(i), text: tk.text}
-					c.x[fTf] = lp
-					c.x[fClass] = a.logCls[tk.bits]
-					c.x[fShape] = a.shpMiss
-					if l, ok := a.logShp[tk.shape]; ok {
-						c.x[fShape] = l
-					}
-					c.x[fLen] = a.lenMiss
-					if l, ok := a.logLen[lengthBucket(len(tk.text))]; ok {
-						c.x[fLen] = l
-					}
-					var near float64
-					seg.near(i, func(w int32) { near += a.near[w] })
-					c.x[fNear] = max(-6, min(6, near))
-					switch seg.role {
-					case roleUser:
-						c.x[fUser] = 1
-					case roleSystem:
-						c.x[fSystem] = 1
-					case roleAssistant:
-						c.x[fAssist] = 1
-					case roleCall:
-						c.x[fCall] = 1
-						if seg.args[i] == a.a.Name {
-							c.x[fSameName] = 1
-						}
-					}
-					if seg == st.userSeg {
-						c.x[fLatest] = 1
-					}
-					c.x[fFound] = a.logFound
-					if seg.n > st.lastCall {
-						c.x[fSince] = 1
-					}
-					if st.spoke {
-						c.x[fSpoke] = 1
-					}
-					if st.used[v] {
-						c.x[fUsed] = 1
-						if st.usedSame[t.t.Name+"\x00"+a.a.Name+"\x00"+v] {
-							c.x[fUsedSame] = 1
-						}
-						if st.prevTool == t.t.Name && st.prevArgs[a.a.Name] == v {
-							c.x[fRepeat] = 1
-						}
-					}
-					dst = append(dst, c)
 				}
 			}
-		}
-	}
-	// Recency rank among the distinct tokens (dst is the most recent
-	// first).
-	if st.seen == nil {
-		st.seen = make(map[string]int)
-	}
-	clear(st.seen)
-	for i := range dst {
-		r, ok := st.seen[dst[i].text]
-		if !ok {
-			r = len(st.seen)
-			st.seen[dst[i].text] = r
-		}
-		dst[i].x[fRank] = math.Log1p(float64(r))
-	}
-	for _, k := range a.consts {
-		c := cand{v: string(k.v)}
-		c.x[fConst], c.x[fConstP] = 1, k.logP
-		if cs := constString(k.v); st.used[cs] && st.usedSame[t.t.Name+"\x00"+a.a.Name+"\x00"+cs] {
-			c.x[fUsedSame] = 1
-			if st.prevTool == t.t.Name && st.prevArgs[a.a.Name] == cs {
-				c.x[fRepeat] = 1
+			if bk < 0 {
+				break
+			}
+			pos[bk]--
+			text := seg.str(bi)
+			added := false
+			for _, tl := range a.tfs {
+				v, ok := tfAppend(vb[:0], tl.tf, text)
+				if !ok || (a.number && !isNumber(v)) {
+					continue
+				}
+				if !added {
+					if mentions == maxMentions {
+						full = true
+						break segs
+					}
+					mentions++
+					added = true
+				}
+				e := entry{seg: seg, i: bi, tf: tl.tf, h: hashBytes(v)}
+				x := staticX(a, seg, bi, tl.lp)
+				e.base = dot(w, x[:])
+				buf = append(buf, e)
 			}
 		}
-		dst = append(dst, c)
 	}
-	for i := range dst {
-		dst[i].score = dot(w, dst[i].x[:])
+	var last *segment
+	lastI := int32(-1)
+	for _, e := range ac.es {
+		if e.seg != last || e.i != lastI {
+			if mentions == maxMentions {
+				full = true
+				break
+			}
+			mentions++
+			last, lastI = e.seg, e.i
+		}
+		buf = append(buf, e)
 	}
-	// One per value: the best scored mention.
-	clear(st.seen)
-	n := 0
-	for i := range dst {
-		if j, ok := st.seen[dst[i].v]; ok {
-			if dst[i].score > dst[j].score {
-				dst[j] = dst[i]
+	// Recency rank among the distinct tokens.
+	st.ranks.reset(len(buf))
+	next := int32(0)
+	for i := range buf {
+		v, ok := st.ranks.slot(buf[i].seg.toks[buf[i].i].h)
+		if !ok {
+			*v = next
+			next++
+		}
+		buf[i].rank = *v
+	}
+	st.tmp = ac.es[:0]
+	ac.es, ac.upTo, ac.full = buf, st.n, ac.full || full
+	return ac
+}
+
+// valRef is one candidate value: a mention under a normalisation, or a
+// constant (konst >= 0).
+type valRef struct {
+	seg   *segment
+	i     int32
+	tf    uint8
+	konst int16
+}
+
+// json spells the value as a JSON value of argument a.
+func (v valRef) json(a *cArg) string {
+	if v.konst >= 0 {
+		return string(a.consts[v.konst].v)
+	}
+	s, _ := apply(transforms[v.tf], v.seg.str(v.i))
+	if a.number {
+		return s
+	}
+	return quote(s)
+}
+
+// scored is a candidate value with its score.
+type scored struct {
+	ref   valRef
+	h     uint64
+	score float64
+	e     *entry
+}
+
+// candidates returns argument a's candidate values, one per value (its
+// best scored mention), scored by the model's weights.
+func (st *state) candidates(a *cArg, sc *scratch) []scored {
+	ac := st.cache(a)
+	cs := sc.cs[:0]
+	sc.vals.reset(len(ac.es) + len(a.consts))
+	for k := range ac.es {
+		e := &ac.es[k]
+		s := e.base + st.dynScore(a, e, e.h)
+		v, ok := sc.vals.slot(e.h)
+		if ok {
+			if s > cs[*v].score {
+				cs[*v] = scored{valRef{e.seg, e.i, e.tf, -1}, e.h, s, e}
 			}
 			continue
 		}
-		st.seen[dst[i].v] = n
-		dst[n] = dst[i]
-		n++
+		*v = int32(len(cs))
+		cs = append(cs, scored{valRef{e.seg, e.i, e.tf, -1}, e.h, s, e})
 	}
-	return dst[:n]
+	w := st.c.w
+	for k, kc := range a.consts {
+		h := a.constH[k]
+		s := w[fConst] + w[fConstP]*kc.logP + st.dynScore(a, nil, h)
+		v, ok := sc.vals.slot(h)
+		if ok {
+			if s > cs[*v].score {
+				cs[*v] = scored{valRef{konst: int16(k)}, h, s, nil}
+			}
+			continue
+		}
+		*v = int32(len(cs))
+		cs = append(cs, scored{valRef{konst: int16(k)}, h, s, nil})
+	}
+	sc.cs = cs
+	return cs
+}
+
+// features returns the full feature vector of a candidate (for fitting
+// the weights).
+func (st *state) features(a *cArg, c *scored) [nFeat]float64 {
+	var x [nFeat]float64
+	if c.e != nil {
+		lp := 0.0
+		for _, tl := range a.tfs {
+			if tl.tf == c.e.tf {
+				lp = tl.lp
+			}
+		}
+		x = staticX(a, c.e.seg, c.e.i, lp)
+	} else {
+		x[fConst], x[fConstP] = 1, a.consts[c.ref.konst].logP
+	}
+	st.dynX(a, c.e, c.h, &x)
+	return x
 }
 
 func constString(v json.RawMessage) string {
@@ -215,27 +400,24 @@ func (st *state) toolProbs(dst []float64) []float64 {
 	if st.spoke {
 		flag = 1
 	}
-	ctx := c.seqCtx[st.prev+"|"+strconv.Itoa(flag)]
+	var ctx *seqDist
+	if st.seq != nil && st.seq[flag].c != nil {
+		ctx = &st.seq[flag]
+	}
 	fl := &c.seqFlag[flag]
 	all := &c.seqAll
 	lambda := c.m.Lambda
 	best := math.Inf(-1)
-	for i, t := range c.tools {
+	for i := range c.tools {
 		pAll := (all.c[i] + 0.5) / (all.n + 0.5*float64(n))
 		pFlag := (fl.c[i] + 2*pAll) / (fl.n + 2)
-		var pCtx float64
-		if ctx.c != nil {
+		pCtx := pFlag
+		if ctx != nil {
 			pCtx = (ctx.c[i] + 2*pFlag) / (ctx.n + 2)
-		} else {
-			pCtx = pFlag
 		}
 		s := math.Log(pCtx)
-		if lambda > 0 {
-			var ws float64
-			for _, w := range st.toolWords {
-				ws += t.logW[w]
-			}
-			s += lambda * ws
+		if lambda > 0 && st.wsum != nil {
+			s += lambda * st.wsum[i]
 		}
 		dst[i] = s
 		best = max(best, s)
@@ -255,14 +437,25 @@ func (st *state) toolProbs(dst []float64) []float64 {
 type scratch struct {
 	probs []float64
 	order []int
-	cands [][]cand
+	cs    []scored
+	vals  hset
+	kvals []kval
 	raws  []rawPred
-	buf   bytes.Buffer
+	buf   []byte
 }
 
+type kval struct {
+	ref valRef
+	lp  float64
+}
+
+// rawPred is a call of tool with key set ks whose arguments' values are
+// kvals[off+ai*maxValues+idx[ai]].
 type rawPred struct {
-	tool string
-	args string
+	tool int
+	ks   *cKeySet
+	off  int
+	idx  [maxKeys]uint8
 	raw  float64
 }
 
@@ -272,6 +465,7 @@ const (
 	maxMentions = 48
 	maxTools    = 6
 	maxValues   = 3
+	maxKeys     = 8
 	minRaw      = 1e-4
 )
 
@@ -286,26 +480,41 @@ func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 	}
 	slices.SortStableFunc(sc.order, func(a, b int) int { return cmp.Compare(sc.probs[b], sc.probs[a]) })
 	sc.raws = sc.raws[:0]
+	sc.kvals = sc.kvals[:0]
 	for _, ti := range sc.order[:min(maxTools, len(sc.order))] {
 		pt := sc.probs[ti]
 		if pt < 0.01 {
 			break
 		}
 		t := c.tools[ti]
-		for _, ks := range t.keySets {
-			st.keySetPreds(sc, t, ks, math.Log(pt)+ks.logP)
+		for k := range t.keySets {
+			ks := &t.keySets[k]
+			st.keySetPreds(sc, ti, ks, math.Log(pt)+ks.logP)
 		}
 	}
 	slices.SortStableFunc(sc.raws, func(a, b rawPred) int { return cmp.Compare(b.raw, a.raw) })
-	// One per call: the same args may come from two key sets' orders.
 	out := make([]predict.Prediction, 0, min(max, len(sc.raws)))
+	stratum := st.stratum()
 	for _, r := range sc.raws {
 		if len(out) == max {
 			break
 		}
+		b := append(sc.buf[:0], '{')
+		for ai, a := range r.ks.args {
+			if ai > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, r.ks.json[ai]...)
+			b = append(b, ':')
+			b = append(b, sc.kvals[r.off+ai*maxValues+int(r.idx[ai])].ref.json(a)...)
+		}
+		b = append(b, '}')
+		sc.buf = b
+		tool := c.tools[r.tool].t.Name
+		// One per call: the same args may come from two key sets' orders.
 		dup := false
 		for _, o := range out {
-			if o.Tool == r.tool && string(o.Args) == r.args {
+			if o.Tool == tool && string(o.Args) == string(b) {
 				dup = true
 				break
 			}
@@ -315,9 +524,9 @@ func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 		}
 		p := r.raw
 		if !raw {
-			p = c.calibrate(st.stratum(), p)
+			p = c.calibrate(stratum, p)
 		}
-		out = append(out, predict.Prediction{Tool: r.tool, Args: json.RawMessage(r.args), P: p, Origin: predict.OriginMessage})
+		out = append(out, predict.Prediction{Tool: tool, Args: json.RawMessage(string(b)), P: p, Origin: predict.OriginMessage})
 	}
 	if !raw {
 		// Calibration is monotone but flat in steps; keep the raw order
@@ -327,71 +536,66 @@ func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 	return out
 }
 
-// keySetPreds adds the calls of tool t with key set ks whose joint score
+// keySetPreds adds the calls of tool ti with key set ks whose joint score
 // exceeds minRaw.
-func (st *state) keySetPreds(sc *scratch, t *cTool, ks cKeySet, base float64) {
-	c := st.c
-	k := len(ks.keys)
-	for len(sc.cands) < k {
-		sc.cands = append(sc.cands, nil)
-	}
-	// Per argument: the top values with their log probability (a
-	// softmax against "not found", whose score is 0).
-	type val struct {
-		v  string
-		lp float64
-	}
-	var vals [8][maxValues]val
-	var nv [8]int
-	if k > len(vals) {
+func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
+	k := len(ks.args)
+	if k > maxKeys {
 		return
 	}
-	for ai, name := range ks.keys {
-		a := t.args[name]
+	off := len(sc.kvals)
+	var nv [maxKeys]int
+	for ai, a := range ks.args {
 		if a == nil {
+			sc.kvals = sc.kvals[:off]
 			return
 		}
-		cs := st.argCands(t, a, c.w, sc.cands[ai])
-		sc.cands[ai] = cs
+		cs := st.candidates(a, sc)
 		if len(cs) == 0 {
+			sc.kvals = sc.kvals[:off]
 			return
 		}
-		z := 1.0 // exp(0) for "not found"
-		for _, x := range cs {
-			z += math.Exp(x.score)
+		// The top values, with their log probability (a softmax against
+		// "not found", whose score is 0).
+		z := 1.0
+		var top [maxValues]int
+		for j := range top {
+			top[j] = -1
 		}
-		slices.SortFunc(cs, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
-		for j := 0; j < len(cs) && j < maxValues; j++ {
-			vals[ai][j] = val{cs[j].v, cs[j].score - math.Log(z)}
-			nv[ai]++
+		for j := range cs {
+			z += math.Exp(cs[j].score)
+			for r := 0; r < maxValues; r++ {
+				if top[r] < 0 || cs[j].score > cs[top[r]].score {
+					copy(top[r+1:], top[r:maxValues-1])
+					top[r] = j
+					break
+				}
+			}
+		}
+		lz := math.Log(z)
+		for r := 0; r < maxValues; r++ {
+			var kv kval
+			if top[r] >= 0 {
+				kv = kval{cs[top[r]].ref, cs[top[r]].score - lz}
+				nv[ai]++
+			}
+			sc.kvals = append(sc.kvals, kv)
 		}
 	}
 	// Enumerate the combinations (at most maxValues^k, pruned).
-	var idx [8]int
+	var idx [maxKeys]uint8
 	for {
 		lp := base
 		for ai := 0; ai < k; ai++ {
-			lp += vals[ai][idx[ai]].lp
+			lp += sc.kvals[off+ai*maxValues+int(idx[ai])].lp
 		}
 		if p := math.Exp(lp); p >= minRaw {
-			sc.buf.Reset()
-			sc.buf.WriteByte('{')
-			for ai := 0; ai < k; ai++ {
-				if ai > 0 {
-					sc.buf.WriteByte(',')
-				}
-				name, _ := json.Marshal(ks.keys[ai])
-				sc.buf.Write(name)
-				sc.buf.WriteByte(':')
-				sc.buf.WriteString(vals[ai][idx[ai]].v)
-			}
-			sc.buf.WriteByte('}')
-			sc.raws = append(sc.raws, rawPred{tool: t.t.Name, args: sc.buf.String(), raw: p})
+			sc.raws = append(sc.raws, rawPred{tool: ti, ks: ks, off: off, idx: idx, raw: p})
 		}
 		ai := 0
 		for ; ai < k; ai++ {
 			idx[ai]++
-			if idx[ai] < nv[ai] {
+			if int(idx[ai]) < nv[ai] {
 				break
 			}
 			idx[ai] = 0
@@ -402,13 +606,15 @@ func (st *state) keySetPreds(sc *scratch, t *cTool, ks cKeySet, base float64) {
 	}
 }
 
-// stratum is the calibration map that applies: 1 if the user spoke since
-// the previous call.
+// stratum is the calibration map that applies.
 func (st *state) stratum() int {
-	if st.spoke {
-		return 1
+	switch {
+	case st.calls == 0:
+		return stratumFirst
+	case st.spoke:
+		return stratumUser
 	}
-	return 0
+	return stratumCall
 }
 
 // quote returns the JSON string of v: as is between quotes when it is

@@ -29,51 +29,112 @@ func roleOf(r string) uint8 {
 // segment is one message (or one call's argument values) in a session's
 // window, tokenised once when it became known.
 type segment struct {
-	role uint8
-	n    int // ordinal in the session, for recency
-	size int // bytes it holds
-	toks []token
-	// byKey indexes the tokens whose class set some argument reads.
-	byKey map[uint16][]int32
+	role    uint8
+	dropped bool // left the window
+	n       int  // ordinal in the session, for recency
+	size    int  // bytes it holds
+	text    string
+	toks    []token
+	// groups index the tokens whose class set some argument reads, by
+	// class set.
+	groups []group
 	// arg names the argument a roleCall token was the value of.
 	args []string
 }
 
+// token is a token of a segment with what every argument's scorer reads
+// of it, computed once.
+type group struct {
+	bits uint16
+	idx  []int32
+}
+
+// group returns the indices of the segment's tokens of class set bits.
+func (seg *segment) group(bits uint16) []int32 {
+	for i := range seg.groups {
+		if seg.groups[i].bits == bits {
+			return seg.groups[i].idx
+		}
+	}
+	return nil
+}
+
+func (seg *segment) index(bits uint16, i int32) {
+	if n := len(seg.groups); n > 0 && seg.groups[n-1].bits == bits {
+		seg.groups[n-1].idx = append(seg.groups[n-1].idx, i)
+		return
+	}
+	for g := range seg.groups {
+		if seg.groups[g].bits == bits {
+			seg.groups[g].idx = append(seg.groups[g].idx, i)
+			return
+		}
+	}
+	seg.groups = append(seg.groups, group{bits, append(make([]int32, 0, 8), i)})
+}
+
+// It holds no pointer, so that the garbage collector need not scan a
+// window's tokens.
 type token struct {
-	text  string
-	shape string // set when an argument reads its class set
+	h     uint64 // hash of the text, set for words and when an argument reads its class set
+	off   uint32 // the text is seg.text[off:off+n]
+	word  int32  // vocabulary id, or -1
+	shape int32  // shape id (compiled.shapeID), or -1
 	bits  uint16
-	word  int32 // vocabulary id, or -1
+	n     uint8
+}
+
+// str returns the text of token i.
+func (seg *segment) str(i int32) string {
+	tk := &seg.toks[i]
+	return seg.text[tk.off : tk.off+uint32(tk.n)]
 }
 
 // state is what a session's conversation left: a bounded window of
 // segments and a little of its calls. Mining and the predictor share it,
 // so that what is learned is what is later read.
+//
+// The work per message or call is proportional to that message or call,
+// not to the window: each message is tokenised once, and each argument's
+// candidate mentions (argCache) are brought up to date with the segments
+// added since it was last read.
 type state struct {
 	c        *compiled
 	maxBytes int
 	segs     []*segment
 	bytes    int
-	n        int // segments seen
+	n        int    // segments seen
+	epoch    uint64 // counts the drops from the window
 	calls    int
 	lastCall int    // ordinal of the previous call's segment, or -1
 	prev     string // previous call's signature, or "start"
-	prevTool string
-	prevArgs map[string]string // the previous call's scalar argument values
-	spoke    bool              // the user spoke since the previous call
+	prevTool int    // index of the previous call's tool, or -1
+	prevH    []uint64
+	prevSet  []bool // the previous call set the argument (by cArg.id)
+	seq      *[2]seqDist
+	spoke    bool // the user spoke since the previous call
 	userSeg  *segment
 	// toolWords are the vocabulary ids heard from the user since the
-	// previous call, or in the latest user message if none since.
+	// previous call, or in the latest user message if none since;
+	// wordIn marks them, wsum sums their logW by tool.
 	toolWords []int32
+	wordIn    []uint64
+	wsum      []float64
 	fresh     bool // toolWords were heard since the previous call
-	// used holds argument values of earlier calls: bit 1 for any, and the
-	// tool+arg they were sent to in usedSame.
-	used     map[string]bool
-	usedSame map[string]bool
-	seen     map[string]int // scratch of argCands
-	mentions []int32        // scratch of argCands
+	// used holds hashes of argument values of earlier calls, and
+	// usedSame those sent to a given argument.
+	used     map[uint64]struct{}
+	usedSame map[usedKey]struct{}
+	caches   []argCache // by cArg.id
+	tmp      []entry
+	ranks    hset
 	// mining only: tokens by normalised text, to find values.
 	index map[string][]tokRef
+}
+
+type usedKey struct {
+	arg int32
+	h   uint64
 }
 
 type tokRef struct {
@@ -84,7 +145,9 @@ type tokRef struct {
 const maxUsed = 4096
 
 func newState(c *compiled, maxBytes int, mining bool) *state {
-	st := &state{c: c, maxBytes: maxBytes, prev: "start", lastCall: -1, used: make(map[string]bool), usedSame: make(map[string]bool)}
+	st := &state{c: c, maxBytes: maxBytes, prev: "start", lastCall: -1, prevTool: -1,
+		used: make(map[uint64]struct{}), usedSame: make(map[usedKey]struct{})}
+	st.seq = c.seqBy["start"]
 	if mining {
 		st.index = make(map[string][]tokRef)
 	}
@@ -97,18 +160,19 @@ func normKey(t string) string {
 }
 
 func (st *state) hear(msg trace.Event) {
-	seg := &segment{role: roleOf(msg.Role), n: st.n, size: len(msg.Content)}
+	seg := &segment{role: roleOf(msg.Role), n: st.n, size: len(msg.Content), text: msg.Content}
 	st.n++
-	st.tokenize(seg, msg.Content, "")
+	seg.toks = make([]token, 0, len(msg.Content)/6+1)
+	st.tokenize(seg, 0, len(msg.Content), "")
 	if seg.role == roleUser {
 		if !st.fresh {
-			st.toolWords = st.toolWords[:0]
+			st.clearWords()
 		}
 		st.fresh = true
 		st.spoke = true
 		for _, tk := range seg.toks {
-			if tk.word >= 0 && !slices.Contains(st.toolWords, tk.word) && len(st.toolWords) < 256 {
-				st.toolWords = append(st.toolWords, tk.word)
+			if tk.word >= 0 {
+				st.addWord(tk.word)
 			}
 		}
 		st.userSeg = seg
@@ -116,27 +180,109 @@ func (st *state) hear(msg trace.Event) {
 	st.add(seg)
 }
 
-func (st *state) tokenize(seg *segment, s, arg string) {
-	eachToken(s, func(t string) {
-		tk := token{text: t, bits: classBits(t), word: -1}
-		if isWord(t) {
-			if id, ok := st.c.vocab[t]; ok {
-				tk.word = id
-			}
+const maxToolWords = 256
+
+func (st *state) clearWords() {
+	for _, w := range st.toolWords {
+		st.wordIn[w/64] &^= 1 << (w % 64)
+	}
+	st.toolWords = st.toolWords[:0]
+	clear(st.wsum)
+}
+
+func (st *state) addWord(w int32) {
+	c := st.c
+	if st.wordIn == nil {
+		st.wordIn = make([]uint64, (len(c.words)+63)/64)
+		st.wsum = make([]float64, len(c.tools))
+	}
+	if len(st.toolWords) >= maxToolWords || st.wordIn[w/64]&(1<<(w%64)) != 0 {
+		return
+	}
+	st.wordIn[w/64] |= 1 << (w % 64)
+	st.toolWords = append(st.toolWords, w)
+	nt := len(c.tools)
+	row := c.logWT[int(w)*nt : int(w)*nt+nt]
+	for i, lw := range row {
+		st.wsum[i] += lw
+	}
+}
+
+// tokenize appends the tokens of seg.text[from:to] to seg (see
+// eachToken), with their classes, vocabulary ids and, for those an
+// argument may read, shapes and hashes.
+func (st *state) tokenize(seg *segment, from, to int, arg string) {
+	c := st.c
+	s := seg.text[:to]
+	for i := from; i < len(s); {
+		if tokBits[s[i]] == 0 {
+			i++
+			continue
 		}
-		i := int32(len(seg.toks))
-		seg.toks = append(seg.toks, tk)
+		j := i
+		var bits uint16
+		word := true
+		// The shape, built as the token is read (see shapeBytes).
+		var shp [16]byte
+		ns := 0
+		var last byte
+		for j < len(s) {
+			b := s[j]
+			cb := tokBits[b]
+			if cb == 0 {
+				break
+			}
+			bits |= cb
+			if b-'a' > 'z'-'a' {
+				word = false
+			}
+			if cl := classOf(b); cl != last && ns < 16 {
+				last = cl
+				if ns == 15 {
+					shp[ns] = '*'
+				} else {
+					shp[ns] = cl
+				}
+				ns++
+			}
+			j++
+		}
+		e := j
+		for e > i && s[e-1] == '.' {
+			e--
+		}
+		t, off := s[i:e], i
+		i = j
+		if t == "" || len(t) > maxTokenLen {
+			continue
+		}
+		if e != j {
+			// Trailing dots trimmed: classes and shape again.
+			bits = classBits(t)
+			ns = len(shapeBytes(t, shp[:0]))
+		}
+		tk := token{off: uint32(off), n: uint8(len(t)), bits: bits, word: -1, shape: -1}
+		read := c.readsClass(bits)
+		if read || word && len(t) >= 2 && len(t) <= 24 {
+			tk.h = hashString(t)
+		}
+		if word && len(t) >= 2 && len(t) <= 24 {
+			tk.word = c.wordID(t, tk.h)
+		}
+		ti := int32(len(seg.toks))
 		if arg != "" || seg.role == roleCall {
 			seg.args = append(seg.args, arg)
 		}
-		if st.c.readsClass(tk.bits) {
-			seg.toks[i].shape = shape(t)
-			if seg.byKey == nil {
-				seg.byKey = make(map[uint16][]int32)
+		if read {
+			if bits&(bits-1) == 0 {
+				tk.shape = c.shape1[bits31(bits)]
+			} else if id, ok := c.shapeID[string(shp[:ns])]; ok {
+				tk.shape = id
 			}
-			seg.byKey[tk.bits] = append(seg.byKey[tk.bits], i)
+			seg.index(bits, ti)
 		}
-	})
+		seg.toks = append(seg.toks, tk)
+	}
 }
 
 // add appends a segment to the window, then drops the middle (neither the
@@ -160,43 +306,49 @@ func (st *state) add(seg *segment) {
 			break
 		}
 		st.bytes -= st.segs[drop].size
+		st.segs[drop].dropped = true
+		st.epoch++
 		st.segs = slices.Delete(st.segs, drop, drop+1)
-		if st.index != nil {
-			st.reindex()
-		}
+		// The mining index keeps the dropped segment's tokens; find skips
+		// them (rebuilding it per drop cost time quadratic in a session).
 	}
 }
 
 const maxSegments = 256
 
 func (st *state) indexSeg(seg *segment) {
-	for i, tk := range seg.toks {
-		k := normKey(tk.text)
+	for i := range seg.toks {
+		text := seg.str(int32(i))
+		k := normKey(text)
 		st.index[k] = append(st.index[k], tokRef{seg, int32(i)})
-		if d, ok := apply(tfDigits, tk.text); ok {
+		if d, ok := apply(tfDigits, text); ok {
 			st.index["\x00"+d] = append(st.index["\x00"+d], tokRef{seg, int32(i)})
 		}
-	}
-}
-
-func (st *state) reindex() {
-	clear(st.index)
-	for _, s := range st.segs {
-		st.indexSeg(s)
 	}
 }
 
 // observe takes a call: its string argument values become candidates
 // of later arguments, and the call sequence moves on.
 func (st *state) observe(ev trace.Event) {
+	c := st.c
 	st.calls++
 	st.lastCall = st.n
 	st.prev = ev.Tool + ":" + string(ev.Status)
-	st.prevTool = ev.Tool
-	if st.prevArgs == nil {
-		st.prevArgs = make(map[string]string)
+	st.seq = c.seqBy[st.prev]
+	st.prevTool = -1
+	ti, known := c.byName[ev.Tool]
+	var ct *cTool
+	if known {
+		st.prevTool = ti
+		ct = c.tools[ti]
+		if st.prevH == nil {
+			st.prevH = make([]uint64, len(c.args))
+			st.prevSet = make([]bool, len(c.args))
+		}
+		for _, a := range ct.args {
+			st.prevSet[a.id] = false
+		}
 	}
-	clear(st.prevArgs)
 	st.spoke = false
 	st.fresh = false
 	seg := &segment{role: roleCall, n: st.n}
@@ -210,40 +362,65 @@ func (st *state) observe(ev trace.Event) {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	for _, k := range names {
+	vals := make([]string, len(names))
+	var text strings.Builder
+	for n, k := range names {
 		v := args[k]
 		var s string
-		if json.Unmarshal(v, &s) != nil {
-			if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		if len(v) > 0 && v[0] == '"' {
+			if json.Unmarshal(v, &s) != nil {
 				continue
 			}
+		} else if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+			continue
+		} else {
 			s = string(v)
 		}
-		st.prevArgs[k] = s
+		h := hashString(s)
+		var a *cArg
+		if ct != nil {
+			a = ct.args[k]
+		}
+		if a != nil {
+			st.prevH[a.id], st.prevSet[a.id] = h, true
+		}
 		if len(st.used) < maxUsed {
-			st.used[s] = true
-			st.usedSame[ev.Tool+"\x00"+k+"\x00"+s] = true
+			st.used[h] = struct{}{}
+			if a != nil {
+				st.usedSame[usedKey{a.id, h}] = struct{}{}
+			}
 		}
 		if len(s) > maxTokenLen || strings.ContainsAny(s, " \t\n") {
 			continue
 		}
+		vals[n] = s
+		text.WriteString(s)
+		text.WriteByte('\n')
+	}
+	seg.text = text.String()
+	off := 0
+	for n, k := range names {
+		s := vals[n]
+		if s == "" {
+			continue
+		}
 		seg.size += len(s)
 		before := len(seg.toks)
-		st.tokenize(seg, s, k)
+		st.tokenize(seg, off, off+len(s), k)
 		// A value is one candidate as a whole, not only by its tokens.
-		if len(seg.toks) != before+1 || seg.toks[before].text != s {
-			tk := token{text: s, bits: classBits(s), word: -1}
+		if len(seg.toks) != before+1 || seg.str(int32(before)) != s {
+			bits := classBits(s)
+			tk := token{off: uint32(off), n: uint8(len(s)), bits: bits, word: -1, shape: -1}
 			i := int32(len(seg.toks))
-			seg.toks = append(seg.toks, tk)
 			seg.args = append(seg.args, k)
-			if st.c.readsClass(tk.bits) {
-				seg.toks[i].shape = shape(s)
-				if seg.byKey == nil {
-					seg.byKey = make(map[uint16][]int32)
-				}
-				seg.byKey[tk.bits] = append(seg.byKey[tk.bits], i)
+			if c.readsClass(bits) {
+				tk.shape = c.shapeOf(s, bits)
+				tk.h = hashString(s)
+				seg.index(bits, i)
 			}
+			seg.toks = append(seg.toks, tk)
 		}
+		off += len(s) + 1
 	}
 	if len(seg.toks) > 0 {
 		st.add(seg)
@@ -256,6 +433,61 @@ func (seg *segment) near(i int32, f func(w int32)) {
 	for j := lo; j < hi; j++ {
 		if j != int(i) && seg.toks[j].word >= 0 {
 			f(seg.toks[j].word)
+		}
+	}
+}
+
+// nearSum sums v over the vocabulary ids of the words around token i.
+func (seg *segment) nearSum(i int32, v []float64) float64 {
+	lo, hi := max(0, int(i)-4), min(len(seg.toks), int(i)+3)
+	var s float64
+	for j := lo; j < hi; j++ {
+		if w := seg.toks[j].word; j != int(i) && w >= 0 {
+			s += v[w]
+		}
+	}
+	return s
+}
+
+// hset is a small open-addressing map from a hash to an int32, cleared in
+// time proportional to what it holds.
+type hset struct {
+	keys []uint64
+	vals []int32
+	used []int32 // slots in use
+}
+
+func (s *hset) reset(n int) {
+	size := 64
+	for size < 2*n {
+		size *= 2
+	}
+	if len(s.keys) < size {
+		s.keys = make([]uint64, size)
+		s.vals = make([]int32, size)
+		for i := range s.vals {
+			s.vals[i] = -1
+		}
+		s.used = s.used[:0]
+		return
+	}
+	for _, i := range s.used {
+		s.vals[i] = -1
+	}
+	s.used = s.used[:0]
+}
+
+// slot returns the value slot of h, and whether it was there.
+func (s *hset) slot(h uint64) (*int32, bool) {
+	mask := uint64(len(s.keys) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if s.vals[i] < 0 {
+			s.keys[i] = h
+			s.used = append(s.used, int32(i))
+			return &s.vals[i], false
+		}
+		if s.keys[i] == h {
+			return &s.vals[i], true
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"hash/maphash"
 	"strconv"
 	"strings"
 )
@@ -67,6 +68,11 @@ func isWord(t string) bool {
 // ("emma_kim_9957" → "a_a_9", "#W2378156" → "#A9"). Long shapes are cut.
 func shape(t string) string {
 	var b [16]byte
+	return string(shapeBytes(t, b[:0]))
+}
+
+// shapeBytes appends the shape of t to dst (at most 16 bytes).
+func shapeBytes(t string, dst []byte) []byte {
 	n := 0
 	var last byte
 	for i := 0; i < len(t); i++ {
@@ -75,15 +81,14 @@ func shape(t string) string {
 			continue
 		}
 		last = c
-		if n == len(b)-1 {
-			b[n] = '*'
-			n++
+		if n == 15 {
+			dst = append(dst, '*')
 			break
 		}
-		b[n] = c
+		dst = append(dst, c)
 		n++
 	}
-	return string(b[:n])
+	return dst
 }
 
 func classOf(c byte) byte {
@@ -115,13 +120,28 @@ func classBits(t string) uint16 {
 // (a whole argument value may hold one).
 const classChars = "aA9u_./-~+@#%?"
 
-func classBit(c byte) uint16 {
-	i := strings.IndexByte(classChars, classOf(c))
-	if i < 0 {
-		i = len(classChars) - 1
+func classBit(c byte) uint16 { return classBitTable[c] }
+
+// tokBits is classBit of a token byte, 0 for the others.
+var tokBits = func() (t [256]uint16) {
+	for c := range t {
+		if isTokenByte(byte(c)) {
+			t[c] = classBitTable[c]
+		}
 	}
-	return 1 << i
-}
+	return t
+}()
+
+var classBitTable = func() (t [256]uint16) {
+	for c := range t {
+		i := strings.IndexByte(classChars, classOf(byte(c)))
+		if i < 0 {
+			i = len(classChars) - 1
+		}
+		t[c] = 1 << i
+	}
+	return t
+}()
 
 // classString spells a class set with the characters of classChars.
 func classString(m uint16) string {
@@ -142,6 +162,139 @@ func parseClass(s string) uint16 {
 		}
 	}
 	return m
+}
+
+// lengthBuckets are the names lengthBucket gives, by lengthIdx.
+var lengthBuckets = [nLenBuckets]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9-12", "13-16", "17-24", "25-32", "33+"}
+
+const nLenBuckets = 14
+
+// lengthIdx is the index of lengthBucket(n) in lengthBuckets.
+func lengthIdx(n int) uint8 {
+	switch {
+	case n <= 8:
+		return uint8(n)
+	case n <= 12:
+		return 9
+	case n <= 16:
+		return 10
+	case n <= 24:
+		return 11
+	case n <= 32:
+		return 12
+	}
+	return 13
+}
+
+// seed hashes values within this process; hashes are never stored.
+var seed = maphash.MakeSeed()
+
+func hashString(s string) uint64 { return maphash.String(seed, s) }
+
+func hashBytes(b []byte) uint64 { return maphash.Bytes(seed, b) }
+
+// tfAppend appends transform tf of t to dst, as apply does, without
+// allocating a string.
+func tfAppend(dst []byte, tf uint8, t string) ([]byte, bool) {
+	ascii := true
+	for i := 0; i < len(t); i++ {
+		if t[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	name := transforms[tf]
+	if !ascii && name != tfSame {
+		v, ok := apply(name, t)
+		return append(dst, v...), ok
+	}
+	switch name {
+	case tfSame:
+		return append(dst, t...), true
+	case tfLower:
+		changed := false
+		for i := 0; i < len(t); i++ {
+			c := t[i]
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+				changed = true
+			}
+			dst = append(dst, c)
+		}
+		return dst, changed
+	case tfUpper:
+		changed := false
+		for i := 0; i < len(t); i++ {
+			c := t[i]
+			if c >= 'a' && c <= 'z' {
+				c -= 'a' - 'A'
+				changed = true
+			}
+			dst = append(dst, c)
+		}
+		return dst, changed
+	case tfTitle:
+		if t == "" {
+			return dst, false
+		}
+		changed := false
+		for i := 0; i < len(t); i++ {
+			c := t[i]
+			if i == 0 && c >= 'a' && c <= 'z' {
+				c -= 'a' - 'A'
+				changed = true
+			} else if i > 0 && c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+				changed = true
+			}
+			dst = append(dst, c)
+		}
+		return dst, changed
+	}
+	v, ok := apply(transforms[tf], t)
+	return append(dst, v...), ok
+}
+
+// isNumber reports whether s is a JSON number.
+func isNumber(s []byte) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	if i == len(s) || s[i] < '0' || s[i] > '9' {
+		return false
+	}
+	if s[i] == '0' {
+		i++
+	} else {
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == j {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 // lengthBucket names a token's length: exact up to 8, then in ranges.
