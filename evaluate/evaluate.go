@@ -276,7 +276,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 // tool.
 func (r *Result) WriteTable(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%d calls in %d sessions (%d first calls, predicted from the session start alone)\n\n", r.Calls, r.Sessions, r.First)
+	fmt.Fprintf(bw, "%d calls in %d sessions (%d first calls, predicted from the session start and what was said before them)\n\n", r.Calls, r.Sessions, r.First)
 	base := "n-gram"
 	if r.BaselineInSample {
 		base = "n-gram*"

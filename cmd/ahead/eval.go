@@ -17,9 +17,13 @@ and score the ranked predictions ahead would speculate from (at most 10):
   tool_at_k   the call's tool is among the first k distinct predicted tools
   exact_at_k  one of the first k predictions is the call itself (same call key)
 
-A session's first call is predicted from the session start alone (what ahead
-speculates on when a session begins): the tools sessions begin with, and
-their constant arguments. The same metrics are computed for the reference n-gram predictor
+Traces with a conversation (-conv files, or recordings that heard messages)
+are replayed in the order things became known: each message reaches the
+predictor when it was said, never the model's text of the turn whose calls
+are scored. A session's first call is predicted from the session start and
+what was said before it; first calls are also scored apart, and a
+calibration table compares predicted P with how often the call was made in
+that step. The same metrics are computed for the reference n-gram predictor
 (tool trigram + repeat-last-arguments), trained on --train traces, or with a
 split on the other part of the same traces, or else on the evaluated traces
 themselves (in-sample, reported as such).`
