@@ -332,7 +332,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, anthropic bool, 
 	rc := http.NewResponseController(w)
 	err = g.copyBody(w, rc, res.Body, t)
 	if t != nil {
-		t.close()
+		t.close(err != nil)
 	}
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, errClientWrite) {

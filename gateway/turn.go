@@ -28,6 +28,7 @@ type tee struct {
 	mu      sync.Mutex // protects the fields below
 	pending []byte
 	closed  bool // the body ended (or the parser quit)
+	cut     bool // the body ended early (a failed read or write)
 	overrun bool
 	wake    chan struct{} // capacity 1: a Write or Close happened
 }
@@ -48,10 +49,10 @@ func (t *tee) Write(p []byte) {
 	t.signal()
 }
 
-// Close marks the end of the body.
-func (t *tee) Close() {
+// Close marks the end of the body; cut says it ended early.
+func (t *tee) Close(cut bool) {
 	t.mu.Lock()
-	t.closed = true
+	t.closed, t.cut = true, t.cut || cut
 	t.mu.Unlock()
 	t.signal()
 }
@@ -65,8 +66,9 @@ func (t *tee) signal() {
 
 // next waits for bytes and returns them in spare's storage (swapped with
 // the pending buffer). end is true once the body has ended and every byte
-// has been returned; overrun is true if the parser fell behind.
-func (t *tee) next(spare []byte) (p []byte, end, overrun bool) {
+// has been returned; stop is true if the parser fell behind or the body
+// was cut: what is still open in it is not known complete.
+func (t *tee) next(spare []byte) (p []byte, end, stop bool) {
 	for {
 		t.mu.Lock()
 		if t.overrun {
@@ -80,8 +82,9 @@ func (t *tee) next(spare []byte) (p []byte, end, overrun bool) {
 			return p, false, false
 		}
 		if t.closed {
+			cut := t.cut
 			t.mu.Unlock()
-			return nil, true, false
+			return nil, true, cut
 		}
 		t.mu.Unlock()
 		<-t.wake
@@ -131,11 +134,11 @@ func (t *turn) respond(sent time.Time, res *http.Response) {
 // abandon says no response will come.
 func (t *turn) abandon() {
 	close(t.resp)
-	t.tee.Close()
+	t.tee.Close(true)
 }
 
-// close marks the end of the response body.
-func (t *turn) close() { t.tee.Close() }
+// close marks the end of the response body; cut says it ended early.
+func (t *turn) close(cut bool) { t.tee.Close(cut) }
 
 func (t *turn) run(ctx context.Context, body []byte) {
 	t.g.hear(ctx, t.session, t.api, body)
@@ -152,9 +155,9 @@ func (t *turn) run(ctx context.Context, body []byte) {
 	}
 	var spare []byte
 	for {
-		chunk, end, overrun := t.tee.next(spare)
-		if overrun {
-			t.g.log.Debug("gateway: parser fell behind the stream; relaying unparsed", "session", t.session)
+		chunk, end, stop := t.tee.next(spare)
+		if stop {
+			t.g.log.Debug("gateway: response cut or parser behind; what is open is not offered", "session", t.session)
 			return
 		}
 		if end {
