@@ -328,8 +328,16 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, anthropic bool, 
 		t.respond(sent, res)
 	}
 	w.WriteHeader(res.StatusCode)
-
 	rc := http.NewResponseController(w)
+	// The head goes out now, as the upstream sent it: a stream may be
+	// silent for a while before its first event.
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		if t != nil {
+			t.close(true)
+		}
+		return
+	}
+
 	err = g.copyBody(w, rc, res.Body, t)
 	if t != nil {
 		t.close(err != nil)

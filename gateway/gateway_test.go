@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -682,5 +683,35 @@ func TestLargeBodyRelayedUnheard(t *testing.T) {
 	}
 	if heard := eng.heard(); len(heard) != 0 {
 		t.Errorf("heard %v from a body over MaxBody", heard)
+	}
+}
+
+// TestHeadFlushedBeforeFirstEvent: a stream's status and headers reach the
+// agent when the upstream sends them, not with the first event.
+func TestHeadFlushedBeforeFirstEvent(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	var late atomic.Bool
+	e.openai.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second): // a failure guard
+			late.Store(true)
+		}
+		e.openai.write(w, "data: [DONE]\n\n")
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/chat/completions", bytes.NewReader([]byte(`{}`)))
+	res, err := http.DefaultClient.Do(req)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if late.Load() {
+		t.Error("the response head waited for the first event")
 	}
 }
