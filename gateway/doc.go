@@ -1,0 +1,41 @@
+// Package gateway is ahead's model side: a transparent relay for the OpenAI
+// and Anthropic HTTP APIs that hears the conversation and notices tool calls
+// the moment they are complete in the model's stream.
+//
+// An agent points its SDK's base URL at the gateway (OpenAI: ".../v1";
+// Anthropic: the server root) and changes nothing else. The gateway owns:
+//
+//   - the relay: status, headers (less hop-by-hop ones and Ahead-Session)
+//     and body bytes pass unchanged both ways, every read of a streamed
+//     body is flushed at once, the agent's disconnect cancels the upstream
+//     request, and upstream errors (429 and Retry-After included) reach the
+//     agent exactly as sent. Nothing is decompressed or re-encoded.
+//   - hearing: the new messages of each chat request (system, user and
+//     assistant text; tool results are outputs of calls, not messages) go to
+//     Engine.Message. Agents resend the whole history each turn, so "new"
+//     means after the longest prefix already heard in that session, compared
+//     by a digest per message; an edited history starts over without hearing
+//     the messages it kept a second time.
+//   - stream-time dispatch: parsers for chat-completions deltas, Responses
+//     events and Anthropic content blocks (streamed or not) offer each tool
+//     call to Engine.Offer with origin "stream" as soon as its arguments are
+//     complete, and report the think time (request sent → first tool call
+//     complete) to Engine.ThinkTime.
+//
+// The invariant: the parse runs beside the copy and can never alter or stall
+// it. The copy loop hands each read to a bounded buffer without waiting; a
+// parser that falls behind, meets a body it cannot parse (compressed streams,
+// unknown shapes) or exceeds its limits gives up, and the bytes are relayed
+// whole all the same.
+//
+// A request is linked to a session by its Ahead-Session header. A request
+// without one is relayed and nothing is heard or offered: the gateway never
+// guesses. Linker records the calls the model emitted per session (call key
+// and call id) so that the tool side can link a call that arrives without a
+// session, on exact evidence only.
+//
+// What the gateway never stores: api keys and other headers (they pass
+// through and are never logged), message text, tool arguments, or bodies.
+// It keeps, per session, one 64-bit digest per message heard, and the
+// Linker keeps the call keys and ids of a bounded number of recent calls.
+package gateway

@@ -1,0 +1,717 @@
+package gateway
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/google/go-cmp/cmp"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/ahead-dev/ahead/predict"
+)
+
+// fakeEngine records what the gateway tells the engine.
+type fakeEngine struct {
+	mu       sync.Mutex
+	messages []string // "session role: content"
+	offers   []string // "session tool(args) p origin"
+	thinks   []string // sessions
+	offered  chan string
+}
+
+func newFakeEngine() *fakeEngine { return &fakeEngine{offered: make(chan string, 64)} }
+
+func (e *fakeEngine) Message(_ context.Context, session, role, content string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.messages = append(e.messages, session+" "+role+": "+content)
+	return nil
+}
+
+func (e *fakeEngine) Offer(session string, preds []predict.Prediction) {
+	e.mu.Lock()
+	for _, p := range preds {
+		e.offers = append(e.offers, session+" "+p.Tool+string(p.Args)+" "+js(p.P)+" "+string(p.Origin))
+	}
+	e.mu.Unlock()
+	for _, p := range preds {
+		e.offered <- p.Tool
+	}
+}
+
+func (e *fakeEngine) ThinkTime(session string, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d >= 0 {
+		e.thinks = append(e.thinks, session)
+	}
+}
+
+func (e *fakeEngine) heard() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.messages)
+}
+
+func (e *fakeEngine) offersMade() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.offers)
+}
+
+// upstream is a scripted model API.
+type upstream struct {
+	t   *testing.T
+	eng *fakeEngine
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	reqs   []*seenRequest
+	sent   bytes.Buffer  // every body byte written
+	gone   chan struct{} // closed when a request's context ends early
+	handle func(w http.ResponseWriter, r *http.Request)
+}
+
+type seenRequest struct {
+	method, path, query string
+	header              http.Header
+	body                []byte
+}
+
+func newUpstream(t *testing.T, eng *fakeEngine) *upstream {
+	u := &upstream{t: t, eng: eng, gone: make(chan struct{})}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.reqs = append(u.reqs, &seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
+		u.sent.Reset()
+		h := u.handle
+		u.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) last() *seenRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.reqs) == 0 {
+		u.t.Fatal("the upstream saw no request")
+	}
+	return u.reqs[len(u.reqs)-1]
+}
+
+func (u *upstream) write(w http.ResponseWriter, s string) {
+	u.mu.Lock()
+	u.sent.WriteString(s)
+	u.mu.Unlock()
+	io.WriteString(w, s)
+	w.(http.Flusher).Flush()
+}
+
+func (u *upstream) bytesSent() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sent.String()
+}
+
+// stream plays a script; at each wait it holds the stream until the
+// gateway has offered the call, so the offer provably precedes the end.
+func (u *upstream) stream(script []step) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("X-Request-Id", "req_123")
+		w.WriteHeader(http.StatusOK)
+		for _, s := range script {
+			if s.waitTool == "" {
+				u.write(w, s.write)
+				continue
+			}
+			select {
+			case got := <-u.eng.offered:
+				if got != s.waitTool {
+					u.t.Errorf("offered %s, want %s before the stream goes on", got, s.waitTool)
+				}
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Second): // a failure guard, not a synchronisation
+				u.t.Errorf("%s was not offered while the stream was open", s.waitTool)
+			}
+		}
+	}
+}
+
+func (u *upstream) json(status int, body string, header ...string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(status)
+		u.write(w, body)
+	}
+}
+
+// recorder keeps the bytes the agent's SDK received.
+type recorder struct {
+	mu     sync.Mutex
+	body   bytes.Buffer
+	header http.Header
+}
+
+func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	rec.mu.Lock()
+	rec.body.Reset()
+	rec.header = res.Header.Clone()
+	rec.mu.Unlock()
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(res.Body, lockedWriter{rec}), res.Body}
+	return res, nil
+}
+
+type lockedWriter struct{ rec *recorder }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.rec.mu.Lock()
+	defer w.rec.mu.Unlock()
+	return w.rec.body.Write(p)
+}
+
+func (rec *recorder) received() string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.body.String()
+}
+
+type env struct {
+	eng       *fakeEngine
+	openai    *upstream
+	anthropic *upstream
+	gw        *Gateway
+	srv       *httptest.Server
+	linker    *Linker
+	rec       *recorder
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{eng: newFakeEngine(), linker: NewLinker(0), rec: &recorder{}}
+	e.openai, e.anthropic = newUpstream(t, e.eng), newUpstream(t, e.eng)
+	gw, err := New(&Options{
+		OpenAI:    &Upstream{BaseURL: e.openai.srv.URL + "/v1"},
+		Anthropic: &Upstream{BaseURL: e.anthropic.srv.URL},
+		Engine:    e.eng,
+		Linker:    e.linker,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gw = gw
+	e.srv = httptest.NewServer(gw.Handler())
+	t.Cleanup(func() { e.srv.Close(); gw.Close() })
+	return e
+}
+
+func (e *env) openaiClient(session string) *openai.Client {
+	opts := []option.RequestOption{
+		option.WithBaseURL(e.srv.URL + "/v1"), option.WithAPIKey("sk-secret"), option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: e.rec}),
+	}
+	if session != "" {
+		opts = append(opts, option.WithHeader(SessionHeader, session))
+	}
+	c := openai.NewClient(opts...)
+	return &c
+}
+
+func (e *env) anthropicClient(session string) *anthropic.Client {
+	opts := []aoption.RequestOption{
+		aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(e.srv.URL), aoption.WithAPIKey("sk-ant-secret"),
+		aoption.WithMaxRetries(0), aoption.WithHTTPClient(&http.Client{Transport: e.rec}),
+	}
+	if session != "" {
+		opts = append(opts, aoption.WithHeader(SessionHeader, session))
+	}
+	c := anthropic.NewClient(opts...)
+	return &c
+}
+
+// checkRelayed asserts what every relayed request and response must be.
+func (e *env) checkRelayed(t *testing.T, up *upstream, path string) {
+	t.Helper()
+	req := up.last()
+	if req.path != path {
+		t.Errorf("upstream path = %q, want %q", req.path, path)
+	}
+	if got := req.header.Get(SessionHeader); got != "" {
+		t.Errorf("upstream saw %s: %q, want it stripped", SessionHeader, got)
+	}
+	if got, want := e.rec.received(), up.bytesSent(); got != want {
+		t.Errorf("the agent received\n%q\nthe upstream sent\n%q", got, want)
+	}
+}
+
+var wantOffers = []string{
+	`s1 read_file{"path":"a.txt"} 1 stream`,
+	`s1 write_file{"path":"b.txt","text":"hi"} 1 stream`,
+}
+
+func TestOpenAIChatStreaming(t *testing.T) {
+	e := newEnv(t)
+	e.openai.handle = e.openai.stream(chatScript())
+	client := e.openaiClient("s1")
+	params := openai.ChatCompletionNewParams{
+		Model:    "gpt-test",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("Copy a.txt to b.txt.")},
+	}
+	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkRelayed(t, e.openai, "/v1/chat/completions")
+	if got := e.openai.last().header.Get("Authorization"); got != "Bearer sk-secret" {
+		t.Errorf("upstream Authorization = %q, want the agent's key passed through", got)
+	}
+	if got := e.rec.header.Get("X-Request-Id"); got != "req_123" {
+		t.Errorf("X-Request-Id = %q, want the upstream's header relayed", got)
+	}
+	calls := acc.Choices[0].Message.ToolCalls
+	if len(calls) != 2 || calls[0].Function.Name != "read_file" || calls[1].Function.Arguments != `{"path":"b.txt","text":"hi"}` {
+		t.Errorf("the SDK assembled %+v, want both calls", calls)
+	}
+	e.gw.Close()
+	if diff := cmp.Diff(wantOffers, e.eng.offersMade()); diff != "" {
+		t.Errorf("offers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"s1 system: Be brief.", "s1 user: Copy a.txt to b.txt."}, e.eng.heard()); diff != "" {
+		t.Errorf("heard (-want +got):\n%s", diff)
+	}
+	if len(e.eng.thinks) != 1 {
+		t.Errorf("think times reported for %v, want one for s1", e.eng.thinks)
+	}
+	if s, ok := e.linker.Session("read_file", []byte(`{ "path" : "a.txt" }`)); !ok || s != "s1" {
+		t.Errorf("Linker.Session = %q, %v; want s1", s, ok)
+	}
+	if s, ok := e.linker.SessionOfID("call_b"); !ok || s != "s1" {
+		t.Errorf("Linker.SessionOfID = %q, %v; want s1", s, ok)
+	}
+
+	// The next turn resends the history: only what is new is heard, and
+	// tool results never are.
+	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}]}`)
+	params.Messages = append(params.Messages, acc.Choices[0].Message.ToParam(),
+		openai.ToolMessage("contents of a", "call_a"), openai.ToolMessage("ok", "call_b"), openai.UserMessage("Thanks."))
+	if _, err := client.Chat.Completions.New(t.Context(), params); err != nil {
+		t.Fatal(err)
+	}
+	e.gw.Close()
+	want := []string{"s1 system: Be brief.", "s1 user: Copy a.txt to b.txt.", "s1 assistant: Let me look.", "s1 user: Thanks."}
+	if diff := cmp.Diff(want, e.eng.heard()); diff != "" {
+		t.Errorf("heard after the second turn (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenAIResponsesStreaming(t *testing.T) {
+	e := newEnv(t)
+	e.openai.handle = e.openai.stream(responsesScript())
+	client := e.openaiClient("s1")
+	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{
+		Model:        "gpt-test",
+		Instructions: openai.String("Be brief."),
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Copy a.txt to b.txt.")},
+	})
+	var done []string
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.output_item.done" {
+			done = append(done, ev.Item.Name)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(done, []string{"read_file", "write_file"}) {
+		t.Errorf("the SDK saw items %v done, want both calls", done)
+	}
+	e.checkRelayed(t, e.openai, "/v1/responses")
+	e.gw.Close()
+	if diff := cmp.Diff(wantOffers, e.eng.offersMade()); diff != "" {
+		t.Errorf("offers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"s1 system: Be brief.", "s1 user: Copy a.txt to b.txt."}, e.eng.heard()); diff != "" {
+		t.Errorf("heard (-want +got):\n%s", diff)
+	}
+}
+
+func TestAnthropicStreaming(t *testing.T) {
+	e := newEnv(t)
+	e.anthropic.handle = e.anthropic.stream(anthropicScript())
+	client := e.anthropicClient("s1")
+	stream := client.Messages.NewStreaming(t.Context(), anthropic.MessageNewParams{
+		Model:     "claude-test",
+		MaxTokens: 1024,
+		System:    []anthropic.TextBlockParam{{Text: "Be brief."}},
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Copy a.txt to b.txt."))},
+	})
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 3 || msg.Content[1].Name != "read_file" || string(msg.Content[2].Input) != `{"path":"b.txt","text":"hi"}` {
+		t.Errorf("the SDK assembled %+v, want text and both calls", msg.Content)
+	}
+	e.checkRelayed(t, e.anthropic, "/v1/messages")
+	req := e.anthropic.last()
+	if req.header.Get("X-Api-Key") != "sk-ant-secret" || req.header.Get("Anthropic-Version") == "" {
+		t.Errorf("upstream headers %v, want the agent's key and version passed through", req.header)
+	}
+	e.gw.Close()
+	wantOffers := []string{
+		`s1 read_file{"path":"a.txt"} 1 stream`,
+		`s1 write_file{"path":"b.txt","text":"hi"} 1 stream`,
+	}
+	if diff := cmp.Diff(wantOffers, e.eng.offersMade()); diff != "" {
+		t.Errorf("offers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"s1 system: Be brief.", "s1 user: Copy a.txt to b.txt."}, e.eng.heard()); diff != "" {
+		t.Errorf("heard (-want +got):\n%s", diff)
+	}
+}
+
+func TestNotStreamed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		up   func(*env) *upstream
+		path string
+		body string
+		call func(*testing.T, *env) error
+	}{
+		{"chat", func(e *env) *upstream { return e.openai }, "/v1/chat/completions", chatBody,
+			func(t *testing.T, e *env) error {
+				res, err := e.openaiClient("s1").Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+					Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Copy a.txt to b.txt.")}})
+				if err == nil && len(res.Choices[0].Message.ToolCalls) != 2 {
+					t.Errorf("the SDK read %+v, want two calls", res.Choices[0].Message)
+				}
+				return err
+			}},
+		{"responses", func(e *env) *upstream { return e.openai }, "/v1/responses", responsesBody,
+			func(t *testing.T, e *env) error {
+				_, err := e.openaiClient("s1").Responses.New(t.Context(), responses.ResponseNewParams{
+					Model: "gpt-test", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Copy a.txt to b.txt.")}})
+				return err
+			}},
+		{"anthropic", func(e *env) *upstream { return e.anthropic }, "/v1/messages", anthropicBody,
+			func(t *testing.T, e *env) error {
+				_, err := e.anthropicClient("s1").Messages.New(t.Context(), anthropic.MessageNewParams{
+					Model: "claude-test", MaxTokens: 1024,
+					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Copy a.txt to b.txt."))}})
+				return err
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			up := tc.up(e)
+			up.handle = up.json(200, tc.body)
+			if err := tc.call(t, e); err != nil {
+				t.Fatal(err)
+			}
+			e.checkRelayed(t, up, tc.path)
+			e.gw.Close()
+			if diff := cmp.Diff(wantOffers, e.eng.offersMade()); diff != "" {
+				t.Errorf("offers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"s1 user: Copy a.txt to b.txt."}, e.eng.heard()); diff != "" {
+				t.Errorf("heard (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestUpstreamErrorsRelayed(t *testing.T) {
+	const rateLimited = `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`
+	for _, tc := range []struct {
+		status int
+		body   string
+		header []string
+	}{
+		{429, rateLimited, []string{"Retry-After", "7", "X-Ratelimit-Remaining-Requests", "0"}},
+		{500, `{"error":{"message":"boom","type":"server_error"}}`, nil},
+		{400, `{"error":{"message":"bad","type":"invalid_request_error"}}`, nil},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			e := newEnv(t)
+			e.openai.handle = e.openai.json(tc.status, tc.body, tc.header...)
+			stream := e.openaiClient("s1").Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+				Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+			for stream.Next() {
+			}
+			apiErr, ok := errors.AsType[*openai.Error](stream.Err())
+			if !ok || apiErr.StatusCode != tc.status {
+				t.Fatalf("err = %v, want an API error with status %d", stream.Err(), tc.status)
+			}
+			for i := 0; i+1 < len(tc.header); i += 2 {
+				if got := apiErr.Response.Header.Get(tc.header[i]); got != tc.header[i+1] {
+					t.Errorf("%s = %q, want %q", tc.header[i], got, tc.header[i+1])
+				}
+			}
+			e.checkRelayed(t, e.openai, "/v1/chat/completions")
+			e.gw.Close()
+			if got := e.eng.offersMade(); len(got) != 0 {
+				t.Errorf("offers %v from an error response", got)
+			}
+		})
+	}
+	t.Run("anthropic overloaded", func(t *testing.T) {
+		e := newEnv(t)
+		body := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+		e.anthropic.handle = e.anthropic.json(529, body, "Retry-After", "3")
+		_, err := e.anthropicClient("s1").Messages.New(t.Context(), anthropic.MessageNewParams{
+			Model: "claude-test", MaxTokens: 10,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+		apiErr, ok := errors.AsType[*anthropic.Error](err)
+		if !ok || apiErr.StatusCode != 529 || apiErr.Response.Header.Get("Retry-After") != "3" {
+			t.Fatalf("err = %v, want 529 with Retry-After 3", err)
+		}
+		e.checkRelayed(t, e.anthropic, "/v1/messages")
+	})
+}
+
+func TestClientHangsUpMidStream(t *testing.T) {
+	e := newEnv(t)
+	first := chatCallDelta(0, "call_a", "read_file", `{"path":"a.txt"}`)
+	e.openai.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		e.openai.write(w, first.write)
+		select {
+		case <-r.Context().Done():
+			close(e.openai.gone)
+		case <-time.After(10 * time.Second): // a failure guard
+			t.Error("the upstream request was not cancelled when the agent hung up")
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stream := e.openaiClient("s1").Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	if !stream.Next() {
+		t.Fatalf("no first chunk: %v", stream.Err())
+	}
+	cancel()
+	stream.Close()
+	<-e.openai.gone
+	e.srv.Close() // the gateway's handler has returned
+	e.gw.Close()  // and its parser too
+	// The call never completed in the stream: nothing was offered.
+	if got := e.eng.offersMade(); len(got) != 0 {
+		t.Errorf("offers %v from a cut stream, want none", got)
+	}
+}
+
+func TestNoSessionHearsNothing(t *testing.T) {
+	e := newEnv(t)
+	e.openai.handle = e.openai.stream(chatScript()[:6]) // no waits: nothing is offered
+	stream := e.openaiClient("").Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	for stream.Next() {
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkRelayed(t, e.openai, "/v1/chat/completions")
+	e.gw.Close()
+	if got, heard := e.eng.offersMade(), e.eng.heard(); len(got)+len(heard) != 0 {
+		t.Errorf("offers %v, heard %v without a session; want nothing", got, heard)
+	}
+}
+
+func TestOtherRoutes(t *testing.T) {
+	e := newEnv(t)
+	e.openai.handle = e.openai.json(200, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`)
+	_, err := e.openaiClient("s1").Embeddings.New(t.Context(), openai.EmbeddingNewParams{
+		Model: "text-embedding-test", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkRelayed(t, e.openai, "/v1/embeddings")
+
+	e.openai.handle = e.openai.json(200, `{"object":"list","data":[{"id":"gpt-test","object":"model","created":1,"owned_by":"o"}]}`)
+	if _, err := e.openaiClient("s1").Models.List(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.checkRelayed(t, e.openai, "/v1/models")
+
+	e.anthropic.handle = e.anthropic.json(200, `{"data":[{"type":"model","id":"claude-test","display_name":"C","created_at":"2025-01-01T00:00:00Z"}],"has_more":false,"first_id":"claude-test","last_id":"claude-test"}`)
+	if _, err := e.anthropicClient("s1").Models.List(t.Context(), anthropic.ModelListParams{}); err != nil {
+		t.Fatal(err)
+	}
+	e.checkRelayed(t, e.anthropic, "/v1/models")
+
+	e.anthropic.handle = e.anthropic.json(200, `{"input_tokens":12}`)
+	res, err := e.anthropicClient("s1").Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{
+		Model:    "claude-test",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("not a turn"))}})
+	if err != nil || res.InputTokens != 12 {
+		t.Fatalf("CountTokens = %v, %v", res, err)
+	}
+	e.checkRelayed(t, e.anthropic, "/v1/messages/count_tokens")
+	e.gw.Close()
+	if heard := e.eng.heard(); len(heard) != 0 {
+		t.Errorf("heard %v from routes that are not turns", heard)
+	}
+}
+
+func TestTargetJoinsPaths(t *testing.T) {
+	for _, tc := range []struct {
+		openai, anthropic string
+		path, anthroPath  string
+		wantO, wantA      string
+	}{
+		{"http://h/v1", "http://a", "/v1/chat/completions?x=1", "/v1/messages", "http://h/v1/chat/completions?x=1", "http://a/v1/messages"},
+		{"http://h/v1/", "http://a/", "/v1/chat/completions", "/v1/messages/count_tokens", "http://h/v1/chat/completions", "http://a/v1/messages/count_tokens"},
+		{"https://h/openai/v1?api-version=2", "https://a/proxy", "/v1/models?limit=2", "/v1/messages", "https://h/openai/v1/models?api-version=2&limit=2", "https://a/proxy/v1/messages"},
+		{"https://h/openai/v1/", "https://a/proxy/", "/v1/responses", "/v1/models", "https://h/openai/v1/responses", "https://a/proxy/v1/models"},
+	} {
+		g, err := New(&Options{OpenAI: &Upstream{BaseURL: tc.openai}, Anthropic: &Upstream{BaseURL: tc.anthropic}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.target(false, httptest.NewRequest("POST", tc.path, nil)).String(); got != tc.wantO {
+			t.Errorf("openai %s + %s = %s, want %s", tc.openai, tc.path, got, tc.wantO)
+		}
+		if got := g.target(true, httptest.NewRequest("POST", tc.anthroPath, nil)).String(); got != tc.wantA {
+			t.Errorf("anthropic %s + %s = %s, want %s", tc.anthropic, tc.anthroPath, got, tc.wantA)
+		}
+	}
+	if _, err := New(&Options{}); !errors.Is(err, ErrNoUpstream) {
+		t.Errorf("New without upstreams: err = %v, want ErrNoUpstream", err)
+	}
+	if _, err := New(&Options{OpenAI: &Upstream{BaseURL: "api.openai.com/v1"}}); err == nil {
+		t.Error("New accepted a base URL without a scheme")
+	}
+}
+
+// TestCompressedBodyPassesThrough checks that the agent's Accept-Encoding
+// reaches the upstream, that a gzip body is relayed still compressed and
+// byte for byte, and that its calls are found all the same.
+func TestCompressedBodyPassesThrough(t *testing.T) {
+	e := newEnv(t)
+	var zbody bytes.Buffer
+	zw := gzip.NewWriter(&zbody)
+	io.WriteString(zw, chatBody)
+	zw.Close()
+	e.openai.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Connection", "X-Hop")
+		w.Header().Set("X-Hop", "must not pass")
+		e.openai.write(w, zbody.String())
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/chat/completions", bytes.NewReader([]byte(`{"messages":[{"role":"user","content":"hi"}]}`)))
+	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set(SessionHeader, "s1")
+	res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !bytes.Equal(got, zbody.Bytes()) || res.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("the agent got %d bytes (encoding %q), want the %d compressed bytes as sent", len(got), res.Header.Get("Content-Encoding"), zbody.Len())
+	}
+	if res.Header.Get("X-Hop") != "" {
+		t.Error("a header the upstream named in Connection was relayed")
+	}
+	if ae := e.openai.last().header.Get("Accept-Encoding"); ae != "gzip" {
+		t.Errorf("upstream Accept-Encoding = %q, want the agent's gzip", ae)
+	}
+	e.gw.Close()
+	if diff := cmp.Diff(wantOffers, e.eng.offersMade()); diff != "" {
+		t.Errorf("offers (-want +got):\n%s", diff)
+	}
+}
+
+func TestLargeBodyRelayedUnheard(t *testing.T) {
+	eng := newFakeEngine()
+	up := newUpstream(t, eng)
+	up.handle = up.json(200, `{}`)
+	gw, err := New(&Options{OpenAI: &Upstream{BaseURL: up.srv.URL + "/v1"}, Engine: eng, MaxBody: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": string(bytes.Repeat([]byte("x"), 200))}}})
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set(SessionHeader, "s1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	gw.Close()
+	if !bytes.Equal(up.last().body, body) {
+		t.Error("a body over MaxBody did not reach the upstream whole")
+	}
+	if heard := eng.heard(); len(heard) != 0 {
+		t.Errorf("heard %v from a body over MaxBody", heard)
+	}
+}
+
+// TestHeadFlushedBeforeFirstEvent: a stream's status and headers reach the
+// agent when the upstream sends them, not with the first event.
+func TestHeadFlushedBeforeFirstEvent(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	var late atomic.Bool
+	e.openai.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second): // a failure guard
+			late.Store(true)
+		}
+		e.openai.write(w, "data: [DONE]\n\n")
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/chat/completions", bytes.NewReader([]byte(`{}`)))
+	res, err := http.DefaultClient.Do(req)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if late.Load() {
+		t.Error("the response head waited for the first event")
+	}
+}
