@@ -143,3 +143,16 @@ func (s *session) lastUser() int {
 	}
 	return -1
 }
+
+// ThinkTime gives the engine a model's think time measured where the model
+// is seen (the gateway: request sent → first tool call complete in the
+// stream), a sample beside those it measures itself between a result and
+// the next call. Default result lifetimes follow them.
+func (e *Engine) ThinkTime(sessionID string, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.thinks.observe(d)
+}

@@ -95,7 +95,20 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr 
 	defer func() { err = errors.Join(err, st.close()) }()
 
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger}))
+	api := httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger})
+	mux.Handle("/", api)
+	if cfg.LLM != nil {
+		gw, err := newGateway(cfg.LLM, st.eng, logger)
+		if err != nil {
+			return err
+		}
+		defer gw.Close() // after the server stops: its parsers are done
+		// The API's own /v1/sessions/… and /v1/stats routes are more
+		// specific and win; every other /v1/ path is the models'.
+		mux.Handle("/v1/", gw.Handler())
+		mux.Handle("/v1/sessions/", api)
+		mux.Handle("/v1/stats", api)
+	}
 	if st.mcp != nil {
 		mountMCP(mux, st.mcp, st.eng)
 	}

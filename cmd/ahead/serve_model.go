@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/gateway"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/speculator"
@@ -52,6 +53,23 @@ func newSpeculator(sc *config.Speculator, pol *policy.Policy, eng **engine.Engin
 	}
 	logger.Info(s.Destination())
 	return s, nil
+}
+
+// newGateway builds the model gateway of cfg's llm block in front of eng.
+func newGateway(l *config.LLM, eng *engine.Engine, logger *slog.Logger) (*gateway.Gateway, error) {
+	opts := &gateway.Options{Engine: eng, Logger: logger, MaxBody: l.MaxBody}
+	if l.OpenAI != "" {
+		opts.OpenAI = &gateway.Upstream{BaseURL: l.OpenAI}
+	}
+	if l.Anthropic != "" {
+		opts.Anthropic = &gateway.Upstream{BaseURL: l.Anthropic}
+	}
+	gw, err := gateway.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	logger.Info("ahead serve: model gateway", "openai", l.OpenAI, "anthropic", l.Anthropic)
+	return gw, nil
 }
 
 // guard wraps the server's handler with what keeps a client from pinning
