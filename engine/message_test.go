@@ -179,11 +179,13 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 		}
 		call("list", `{}`)
 		call("list", `{"x":1}`)
+		synctest.Wait()
 		if n := runs[`read{"path":"a"}`]; n != 1 {
 			t.Errorf("read ran %d times before any write, want 1", n)
 		}
 		call("write", `{"path":"a"}`)
 		time.Sleep(time.Second)
+		synctest.Wait()
 		if n := runs[`read{"path":"a"}`]; n != 2 {
 			t.Errorf("read ran %d times after a write, want 2", n)
 		}
