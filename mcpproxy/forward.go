@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -300,10 +301,9 @@ func withSource(res engine.Result) *mcp.CallToolResult {
 	if meta == nil {
 		meta = make(mcp.Meta)
 	}
-	ahead := map[string]any{"source": string(res.Source)}
-	if res.Saved > 0 {
-		ahead["saved_ms"] = res.Saved.Milliseconds()
-	}
+	// saved_ms is milliseconds with fractions, in every answer, as the
+	// HTTP API and ahead bench give it (issue 14).
+	ahead := map[string]any{"source": string(res.Source), "saved_ms": float64(res.Saved) / float64(time.Millisecond)}
 	meta["ahead"] = ahead
 	out.Meta = meta
 	return &out
