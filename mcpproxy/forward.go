@@ -118,6 +118,15 @@ func (s *session) initialize(ctx context.Context, next mcp.MethodHandler, method
 	if err != nil {
 		return nil, err
 	}
+	// Trusted upstreams' annotations feed the policy. Read them from the
+	// session's own connections, before its first call may be speculated,
+	// so that no upstream is launched a second time only to list its
+	// tools (issue 14); the agent's own tools/list will refresh them.
+	if s.p.followsAnnotations() {
+		if _, err := s.listTools(ctx); err != nil {
+			s.p.log.Warn("listing trusted upstreams' tools", "session", s.id, "err", err)
+		}
+	}
 	// The session exists before its first call: let the engine speculate
 	// on that call too (the predictor's session-start patterns).
 	if b, ok := s.p.engine().(interface{ Begin(session string) }); ok {

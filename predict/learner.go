@@ -25,6 +25,12 @@ type LearnerOptions struct {
 	// MaxBytes bounds the arguments and outputs kept for mining. 0 means
 	// 64 MiB.
 	MaxBytes int64
+	// Recorded, if set, returns recorded sessions (the trace store) to
+	// mine with those observed: ahead mcp serves one session per process,
+	// so only its recordings show a pattern recur. A session observed
+	// replaces a recorded one of the same id (it may be recorded in
+	// part).
+	Recorded func() ([]trace.Session, error)
 }
 
 // Learner is an Online predictor that also finds new patterns. Online
@@ -152,12 +158,24 @@ func (l *Learner) Relearn() (int, error) {
 		return 0, nil
 	}
 	l.dirty = false
-	sessions := make([]trace.Session, 0, len(l.order))
+	var sessions []trace.Session
 	for _, id := range l.order {
 		sessions = append(sessions, trace.Session{ID: id, Events: slices.Clip(l.log[id])})
 	}
 	base := l.cur.Load().Index().Snapshot()
 	l.mu.Unlock()
+	if l.opts.Recorded != nil {
+		rec, err := l.opts.Recorded()
+		if err != nil {
+			return 0, fmt.Errorf("predict: reading recorded sessions: %w", err)
+		}
+		seen := make(map[string]bool, len(sessions))
+		for _, s := range sessions {
+			seen[s.ID] = true
+		}
+		rec = slices.DeleteFunc(rec, func(s trace.Session) bool { return seen[s.ID] })
+		sessions = append(rec, sessions...)
+	}
 
 	// Mining takes a while: calls go on meanwhile, on the current pool.
 	opts := l.mine

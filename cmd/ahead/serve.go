@@ -42,6 +42,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "serve", "serve --config ahead.yaml [--listen ADDR]", serveDescription)
 	configPath := fs.String("config", "", "the configuration `file` (required)")
 	listen := fs.String("listen", "", "listen on `HOST:PORT` instead of the config's listen (port 0 picks a free port)")
+	logLevel := fs.String("log-level", "", fmt.Sprintf(logLevelUsage, "info"))
+	quiet := fs.Bool("quiet", false, "no summary at exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -56,6 +58,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErr("--listen: want HOST:PORT, got %q", *listen)
 		}
 	}
+	logger, err := newLogger(e, *logLevel, "info")
+	if err != nil {
+		return err
+	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
@@ -63,14 +69,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	return serve(ctx, cfg, logger, e.stderr)
+	summary := e.stderr
+	if *quiet {
+		summary = nil
+	}
+	return serve(ctx, cfg, logger, e.stderr, summary)
 }
 
 // serve runs ahead's server for cfg until ctx is done, then shuts down
 // gracefully. Its log announces the address it listens on; stderr receives
-// the stderr of MCP upstream processes.
-func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr io.Writer) (err error) {
+// the stderr of MCP upstream processes. At exit the engine's summary goes
+// to summary, unless it is nil.
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr, summary io.Writer) (err error) {
 	// Listen first: a port in use should fail before upstreams start.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -81,7 +91,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr 
 		ln.Close()
 		return err
 	}
-	defer func() { err = errors.Join(err, st.close()) }()
+	defer func() {
+		err = errors.Join(err, st.close())
+		if summary != nil {
+			fmt.Fprintln(summary, st.eng.Stats().Summary())
+		}
+	}()
 
 	mux := http.NewServeMux()
 	mux.Handle("/", httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger}))
@@ -172,7 +187,11 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		}
 	}
 	if cfg.Patterns != nil {
-		if st.predictor, err = loadPredictor(cfg.Patterns, logger); err != nil {
+		dir := ""
+		if cfg.Traces != nil {
+			dir = cfg.Traces.Dir
+		}
+		if st.predictor, err = loadPredictor(cfg.Patterns, dir, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -181,7 +200,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	if len(cfg.Upstreams) > 0 {
 		// The MCP front (serve_mcp.go) starts the trusted upstreams here
 		// to read their annotations into the policy.
-		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, logger, stderr); err != nil {
+		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, true, logger, stderr); err != nil {
 			return nil, fmt.Errorf("%s: %w", config.MCPServersKey, err)
 		}
 		maps.Copy(st.backends, st.mcp.Backends())
@@ -302,7 +321,7 @@ func (st *stack) patternCount() int {
 	if st.predictor == nil {
 		return 0
 	}
-	return st.predictor.patterns
+	return st.predictor.patterns()
 }
 
 func tracesDir(cfg *config.Config) string {

@@ -354,8 +354,11 @@ func TestServeErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("backends:\n  web:\n    http: {url: 'ftp://x/{tool}'}\n    slots: -1\n"), 0o644)
-	noPool := filepath.Join(dir, "nopool.yaml")
-	os.WriteFile(noPool, []byte("patterns: ./missing.json\nbackends:\n  web:\n    http: {url: 'http://127.0.0.1:9/{tool}'}\n"), 0o644)
+	// A pool that does not exist yet is the normal first state (it
+	// learns); one that is not a pool is an error.
+	badPool := filepath.Join(dir, "badpool.yaml")
+	os.WriteFile(badPool, []byte("patterns: ./garbage.json\nbackends:\n  web:\n    http: {url: 'http://127.0.0.1:9/{tool}'}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "garbage.json"), []byte("not a pool"), 0o644)
 	badURL := filepath.Join(dir, "badurl.yaml")
 	os.WriteFile(badURL, []byte("backends:\n  web:\n    http: {url: 'ftp://x/{tool}'}\n"), 0o644)
 	for _, tc := range []struct {
@@ -369,7 +372,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"serve", "--config", filepath.Join(dir, "none.yaml")}, 1, "reading config: open"},
 		{[]string{"serve", "--config", bad}, 1, bad + ":4:12: backends.web.slots: must be at least 1, got -1"},
 		{[]string{"serve", "--config", badURL, "--listen", "127.0.0.1:0"}, 1, badURL + `:3:17: backends.web.http.url: remote: bad URL template "ftp://x/{tool}": want an http or https URL`},
-		{[]string{"serve", "--config", noPool, "--listen", "127.0.0.1:0"}, 1, "patterns: open " + filepath.Join(dir, "missing.json")},
+		{[]string{"serve", "--config", badPool, "--listen", "127.0.0.1:0"}, 1, "patterns: "},
 	} {
 		var stderr bytes.Buffer
 		code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, tc.args)
