@@ -7,8 +7,10 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 )
 
-// statsResponse is the body of GET /v1/stats. Durations are milliseconds.
-type statsResponse struct {
+// Stats is the body of GET /v1/stats, and what ahead stats prints (from a
+// running server, or computed from recorded traces by StatsFromTraces).
+// Durations are milliseconds, with fractions.
+type Stats struct {
 	Calls              int64                   `json:"calls"`
 	Executed           int64                   `json:"executed"`
 	Reused             int64                   `json:"reused"`
@@ -21,10 +23,11 @@ type statsResponse struct {
 	Sessions           int                     `json:"sessions"`
 	Entries            int                     `json:"entries"`
 	Bytes              int64                   `json:"bytes"`
-	Tools              map[string]toolResponse `json:"tools"`
+	Tools              map[string]ToolStats `json:"tools"`
 }
 
-type toolResponse struct {
+// ToolStats are one tool's figures in Stats.
+type ToolStats struct {
 	Calls              int64   `json:"calls"`
 	Executed           int64   `json:"executed"`
 	Reused             int64   `json:"reused"`
@@ -39,8 +42,9 @@ type toolResponse struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func statsJSON(st engine.Stats) statsResponse {
-	out := statsResponse{
+// NewStats returns the engine's figures as /v1/stats serves them.
+func NewStats(st engine.Stats) Stats {
+	out := Stats{
 		Calls:              st.Calls,
 		Executed:           st.Executed,
 		Reused:             st.Reused,
@@ -53,13 +57,13 @@ func statsJSON(st engine.Stats) statsResponse {
 		Sessions:           st.Sessions,
 		Entries:            st.Entries,
 		Bytes:              st.Bytes,
-		Tools:              make(map[string]toolResponse, len(st.Tools)),
+		Tools:              make(map[string]ToolStats, len(st.Tools)),
 	}
 	for o, n := range st.Outcomes {
 		out.Outcomes[string(o)] = n
 	}
 	for name, t := range st.Tools {
-		out.Tools[name] = toolResponse{
+		out.Tools[name] = ToolStats{
 			Calls:              t.Calls,
 			Executed:           t.Executed,
 			Reused:             t.Reused,
@@ -76,5 +80,5 @@ func statsJSON(st engine.Stats) statsResponse {
 }
 
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, statsJSON(h.eng.Stats()))
+	writeJSON(w, http.StatusOK, NewStats(h.eng.Stats()))
 }
