@@ -11,18 +11,18 @@ import (
 // running server, or computed from recorded traces by StatsFromTraces).
 // Durations are milliseconds, with fractions.
 type Stats struct {
-	Calls              int64                   `json:"calls"`
-	Executed           int64                   `json:"executed"`
-	Reused             int64                   `json:"reused"`
-	Promoted           int64                   `json:"promoted"`
-	SpeculativeStarted int64                   `json:"speculative_started"`
-	Warmups            int64                   `json:"warmups"`
-	Outcomes           map[string]int64        `json:"outcomes"`
-	SavedMS            float64                 `json:"saved_ms"`
-	WastedMS           float64                 `json:"wasted_ms"`
-	Sessions           int                     `json:"sessions"`
-	Entries            int                     `json:"entries"`
-	Bytes              int64                   `json:"bytes"`
+	Calls              int64                `json:"calls"`
+	Executed           int64                `json:"executed"`
+	Reused             int64                `json:"reused"`
+	Promoted           int64                `json:"promoted"`
+	SpeculativeStarted int64                `json:"speculative_started"`
+	Warmups            int64                `json:"warmups"`
+	Outcomes           map[string]int64     `json:"outcomes"`
+	SavedMS            float64              `json:"saved_ms"`
+	WastedMS           float64              `json:"wasted_ms"`
+	Sessions           int                  `json:"sessions"`
+	Entries            int                  `json:"entries"`
+	Bytes              int64                `json:"bytes"`
 	Tools              map[string]ToolStats `json:"tools"`
 }
 

@@ -2,4 +2,4 @@ package main
 
 import "context"
 
-func runInit(ctx context.Context, e *env, args []string) error   { return nil }
+func runInit(ctx context.Context, e *env, args []string) error { return nil }
