@@ -131,7 +131,7 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 	var trusted []*mcp.Tool
 	for _, u := range cfg.Upstreams {
 		subject := "mcp " + u.Name
-		tools, err := listTools(ctx, u, o)
+		tools, err := ListTools(ctx, u, o.Timeout, o.Stderr)
 		if err != nil {
 			add(Fail, subject, "does not start: %v", err)
 			continue
@@ -260,11 +260,12 @@ func findCommand(name, dir string) error {
 	return nil
 }
 
-// listTools starts the upstream once and lists its tools (names with the
-// upstream's prefix, annotations as given).
-func listTools(ctx context.Context, u mcpproxy.Upstream, o Options) ([]*mcp.Tool, error) {
+// ListTools starts an MCP upstream once, within timeout (0: the proxy's
+// default), and lists its tools (names with the upstream's prefix,
+// annotations as given). stderr receives a stdio upstream's stderr.
+func ListTools(ctx context.Context, u mcpproxy.Upstream, timeout time.Duration, stderr io.Writer) ([]*mcp.Tool, error) {
 	u.TrustAnnotations = true // to be listed by TrustedTools
-	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: []mcpproxy.Upstream{u}, Stderr: o.Stderr, StartTimeout: o.Timeout,
+	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: []mcpproxy.Upstream{u}, Stderr: stderr, StartTimeout: timeout,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err

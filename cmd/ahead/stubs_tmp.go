@@ -1,5 +1,0 @@
-package main
-
-import "context"
-
-func runInit(ctx context.Context, e *env, args []string) error { return nil }
