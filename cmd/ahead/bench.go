@@ -60,6 +60,7 @@ type benchFlags struct {
 	seed         uint64
 	asJSON       bool
 	plot         string
+	logLevel     string
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -83,6 +84,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the latency draws and arrivals")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object instead of tables")
 	fs.StringVar(&f.plot, "plot", "", "write an SVG `file`: session-time CDF per mode and a stall breakdown")
+	fs.StringVar(&f.logLevel, "log-level", "", fmt.Sprintf(logLevelUsage, "warn")+"; the engines' logs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,6 +93,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	opts, err := f.options(tf)
 	if err != nil {
+		return err
+	}
+	if opts.Logger, err = newLogger(e, f.logLevel, "warn"); err != nil {
 		return err
 	}
 	sessions, _, err := tf.load(e, fs.Args())
@@ -103,12 +108,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err := f.predictor(e, tf, sessions, opts); err != nil {
 		return err
 	}
-	if opts.Policy == nil {
-		fmt.Fprintln(e.stderr, "ahead bench: no --policy: nothing is speculated (every mode is serial)")
-	}
 	rep, err := runWithProgress(ctx, e, sessions, opts)
 	if err != nil {
 		return err
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(e.stderr, "ahead bench: %s\n", w)
 	}
 	if f.plot != "" {
 		if err := writePlot(rep, f.plot); err != nil {
@@ -163,7 +168,7 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 			o.Modes = append(o.Modes, m)
 		}
 	}
-	if f.policy != "" {
+	if f.policy != "" && f.policy != none {
 		if o.Policy, err = policy.Load(f.policy); err != nil {
 			return nil, err
 		}
