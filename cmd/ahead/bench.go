@@ -14,6 +14,7 @@ import (
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/progress"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -108,7 +109,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err := f.predictor(e, tf, sessions, opts); err != nil {
 		return err
 	}
-	rep, err := runWithProgress(ctx, e, sessions, opts)
+	rep, err := runWithProgress(ctx, e, "ahead bench", sessions, opts)
 	if err != nil {
 		return err
 	}
@@ -242,14 +243,13 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 	return nil
 }
 
-// runWithProgress runs the benchmark, showing its progress on a terminal.
-func runWithProgress(ctx context.Context, e *env, sessions []trace.Session, o *bench.Options) (*bench.Report, error) {
-	if e.isTerminal {
-		start := time.Now()
-		o.Progress = func(p bench.Progress) {
-			fmt.Fprintf(e.stderr, "\r\033[K%s (%d/%d): %d/%d sessions, %s", p.Mode, p.ModeIndex+1, p.Modes, p.Done, p.Total, time.Since(start).Round(time.Second))
-		}
-		defer fmt.Fprint(e.stderr, "\r\033[K")
+// runWithProgress runs the benchmark, showing its progress on stderr: a
+// bar on a terminal, a line per mode and every 10s otherwise.
+func runWithProgress(ctx context.Context, e *env, name string, sessions []trace.Session, o *bench.Options) (*bench.Report, error) {
+	m := progress.New(e.stderr, name, &progress.Options{Terminal: e.isTerminal})
+	defer m.Done()
+	o.Progress = func(p bench.Progress) {
+		m.Update(fmt.Sprintf("mode %s (%d/%d), sessions", p.Mode, p.ModeIndex+1, p.Modes), p.Done, p.Total)
 	}
 	return bench.Run(ctx, sessions, o)
 }

@@ -77,7 +77,7 @@ func demo(ctx context.Context, e *env) error {
 		len(pool.Patterns), len(mine), time.Since(t0).Seconds(), len(sessions))
 	fmt.Fprintf(e.stdout, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
 
-	rep, err := runWithProgress(ctx, e, sessions, &bench.Options{
+	rep, err := runWithProgress(ctx, e, "ahead demo", sessions, &bench.Options{
 		Predictor:   func() (bench.Predictor, error) { return predict.NewOnline(pool, nil) },
 		Mine:        mine,
 		Policy:      pol,
