@@ -1,7 +1,13 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ahead-dev/ahead/engine"
@@ -81,4 +87,39 @@ func NewStats(st engine.Stats) Stats {
 
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, NewStats(h.eng.Stats()))
+}
+
+// FetchStats reads a running server's /v1/stats (the path is added to a
+// bare server URL), within 10 seconds. c may be nil: http.DefaultClient.
+func FetchStats(ctx context.Context, c *http.Client, raw string) (Stats, error) {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Stats{}, err
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/stats"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return Stats{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return Stats{}, fmt.Errorf("%s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var st Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return Stats{}, fmt.Errorf("%s: %w", u, err)
+	}
+	return st, nil
 }

@@ -43,6 +43,53 @@ type Config struct {
 	Servers  []Server
 }
 
+// The Add methods parse ahead init's flags, NAME=VALUE each.
+
+// AddHTTP adds an HTTP backend from "NAME=URL".
+func (c *Config) AddHTTP(spec string) error {
+	name, url, err := cut(spec, "NAME=URL")
+	c.Backends = append(c.Backends, Backend{Name: name, URL: url})
+	return err
+}
+
+// AddExec adds a command backend from "NAME=COMMAND ARGS" (split at
+// spaces).
+func (c *Config) AddExec(spec string) error {
+	name, cmd, err := cut(spec, "NAME=COMMAND")
+	c.Backends = append(c.Backends, Backend{Name: name, Command: strings.Fields(cmd)})
+	return err
+}
+
+// AddTools sets the tools of a backend added before from
+// "NAME=TOOL,TOOL...".
+func (c *Config) AddTools(spec string) error {
+	name, list, err := cut(spec, "NAME=TOOL,TOOL...")
+	i := slices.IndexFunc(c.Backends, func(b Backend) bool { return b.Name == name })
+	if err == nil && i < 0 {
+		return fmt.Errorf("no backend %q (give its --http or --exec first)", name)
+	}
+	if err == nil {
+		c.Backends[i].Tools = strings.Split(list, ",")
+	}
+	return err
+}
+
+// AddMCPURL adds an MCP server over streamable HTTP from "NAME=URL"; it
+// is not started (see Server).
+func (c *Config) AddMCPURL(spec string) error {
+	name, url, err := cut(spec, "NAME=URL")
+	c.Servers = append(c.Servers, Server{Upstream: mcpproxy.Upstream{Name: name, URL: url}})
+	return err
+}
+
+func cut(spec, want string) (name, value string, err error) {
+	name, value, ok := strings.Cut(spec, "=")
+	if !ok || name == "" || strings.TrimSpace(value) == "" {
+		return "", "", fmt.Errorf("want %s, got %q", want, spec)
+	}
+	return name, value, nil
+}
+
 // Write writes the starter configuration.
 func Write(w io.Writer, c Config) error {
 	catchAll := ""

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/doctor"
-	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/starter"
 )
 
@@ -32,59 +29,28 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "init", "init [flags] [-- MCP-SERVER-COMMAND ARGS...]", initHelp)
 	out := fs.String("o", "ahead.yaml", "write the configuration to `file`; - for stdout")
 	force := fs.Bool("force", false, "overwrite the file if it exists")
-	var https, execs, mcpURLs, toolLists stringList
-	fs.Var(&https, "http", "an HTTP backend `NAME=URL` (URL with {tool}); repeatable")
-	fs.Var(&execs, "exec", "a command backend `NAME=COMMAND` (split at spaces; {tool} is the tool); repeatable")
-	fs.Var(&toolLists, "tools", "the tools of a backend, `NAME=TOOL,TOOL...` (all but one backend need a list); repeatable")
-	fs.Var(&mcpURLs, "mcp-url", "an MCP server over streamable HTTP, `NAME=URL`; repeatable")
+	var c starter.Config
+	fs.Func("http", "an HTTP backend `NAME=URL` (URL with {tool}); repeatable", c.AddHTTP)
+	fs.Func("exec", "a command backend `NAME=COMMAND` (split at spaces; {tool} is the tool); repeatable", c.AddExec)
+	fs.Func("tools", "the tools of the backend given before, `NAME=TOOL,TOOL...` (all but one backend need a list); repeatable", c.AddTools)
+	fs.Func("mcp-url", "an MCP server over streamable HTTP, `NAME=URL`; repeatable", c.AddMCPURL)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var c starter.Config
-	for _, h := range https {
-		name, url, ok := strings.Cut(h, "=")
-		if !ok || name == "" || url == "" {
-			return usageErr("--http: want NAME=URL, got %q", h)
-		}
-		c.Backends = append(c.Backends, starter.Backend{Name: name, URL: url})
-	}
-	for _, x := range execs {
-		name, cmd, ok := strings.Cut(x, "=")
-		if !ok || name == "" || len(strings.Fields(cmd)) == 0 {
-			return usageErr("--exec: want NAME=COMMAND, got %q", x)
-		}
-		c.Backends = append(c.Backends, starter.Backend{Name: name, Command: strings.Fields(cmd)})
-	}
-	for _, tl := range toolLists {
-		name, list, ok := strings.Cut(tl, "=")
-		i := slices.IndexFunc(c.Backends, func(b starter.Backend) bool { return b.Name == name })
-		if !ok || i < 0 || list == "" {
-			return usageErr("--tools: want NAME=TOOL,TOOL... naming an --http or --exec backend, got %q", tl)
-		}
-		c.Backends[i].Tools = strings.Split(list, ",")
-	}
-	var ups []mcpproxy.Upstream
-	for _, m := range mcpURLs {
-		name, url, ok := strings.Cut(m, "=")
-		if !ok || name == "" || url == "" {
-			return usageErr("--mcp-url: want NAME=URL, got %q", m)
-		}
-		ups = append(ups, mcpproxy.Upstream{Name: name, URL: url})
-	}
 	if fs.NArg() > 0 {
-		ups = append(ups, commandUpstream(fs.Args()))
+		c.Servers = append(c.Servers, starter.Server{Upstream: commandUpstream(fs.Args())})
 	}
-	if len(c.Backends) == 0 && len(ups) == 0 {
+	if len(c.Backends) == 0 && len(c.Servers) == 0 {
 		return usageErr("give an MCP server after --, or --http, --exec or --mcp-url")
 	}
-	for _, u := range ups {
-		tools, err := doctor.ListTools(ctx, u, 30*time.Second, e.stderr)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "ahead init: MCP server %s did not start (%v): its tools are left out of the policy\n", u.Name, err)
+	// Each server is started once, to read its tools' annotations.
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		s.Tools, s.Err = doctor.ListTools(ctx, s.Upstream, 30*time.Second, e.stderr)
+		if s.Err != nil {
+			fmt.Fprintf(e.stderr, "ahead init: MCP server %s did not start (%v): its tools are left out of the policy\n", s.Upstream.Name, s.Err)
 		}
-		c.Servers = append(c.Servers, starter.Server{Upstream: u, Tools: tools, Err: err})
 	}
-
 	var b bytes.Buffer
 	if err := starter.Write(&b, c); err != nil {
 		return usageErr("%v", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -103,7 +104,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		pol = nil
 	}
 
-	var pred *patternPredictor
+	var pred *predict.Served
 	if patterns != nil {
 		if pred, err = loadPredictor(patterns, *tracesDir, logger); err != nil {
 			return err
@@ -158,7 +159,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 // closeMCP stops what ahead mcp started, in dependency order: the engine
 // (cancelling speculative work and writing its records), the upstreams,
 // then the final checkpoint and the traces. nil parts are skipped.
-func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *patternPredictor, rec *trace.Writer) error {
+func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *predict.Served, rec *trace.Writer) error {
 	var errs []error
 	if eng != nil {
 		eng.Close()
@@ -167,7 +168,7 @@ func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *patternPredictor,
 		errs = append(errs, proxy.Close())
 	}
 	if pred != nil {
-		errs = append(errs, pred.close())
+		errs = append(errs, pred.Close())
 	}
 	if rec != nil {
 		errs = append(errs, rec.Close())

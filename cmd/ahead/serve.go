@@ -10,20 +10,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/ahead-dev/ahead/backend"
-	cmdbackend "github.com/ahead-dev/ahead/backend/command"
 	"github.com/ahead-dev/ahead/backend/remote"
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -149,7 +147,7 @@ type stack struct {
 	backends  map[string]engine.Backend
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
-	predictor *patternPredictor
+	predictor *predict.Served
 	mcp       *mcpproxy.Proxy          // nil without mcpServers
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
 }
@@ -168,9 +166,12 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	routes := make(map[string]string) // tool → backend name
 	fallback := ""                    // the backend without a tools list
 	for _, bc := range cfg.Backends {
-		b, err := st.newBackend(cfg, bc)
+		b, err := cfg.NewBackend(bc)
 		if err != nil {
 			return nil, err
+		}
+		if r, ok := b.(*remote.Backend); ok {
+			st.remotes = append(st.remotes, r)
 		}
 		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits}
 		for _, t := range bc.Tools {
@@ -207,40 +208,23 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		mcpRoute = st.mcp.Route
 	}
 
-	opts := engine.Options{
-		Backends: st.backends,
-		// One router for every kind of backend, so that the
-		// configuration's lists win, MCP upstreams come next and the
-		// catch-all backend last, whatever the map order.
-		Route: func(tool string) (string, bool) {
-			if b, ok := routes[tool]; ok {
+	opts := cfg.Engine.Options()
+	opts.Backends = st.backends
+	// One router for every kind of backend, so that the configuration's
+	// lists win, MCP upstreams come next and the catch-all backend last,
+	// whatever the map order.
+	opts.Route = func(tool string) (string, bool) {
+		if b, ok := routes[tool]; ok {
+			return b, true
+		}
+		if mcpRoute != nil {
+			if b, ok := mcpRoute(tool); ok {
 				return b, true
 			}
-			if mcpRoute != nil {
-				if b, ok := mcpRoute(tool); ok {
-					return b, true
-				}
-			}
-			return fallback, fallback != ""
-		},
-		Policy:             pol,
-		Registerer:         st.reg,
-		Logger:             logger,
-		SpecBudget:         cfg.Engine.SpecBudget,
-		MinProbability:     cfg.Engine.MinProbability,
-		Amplification:      cfg.Engine.Amplification,
-		AmplificationBurst: cfg.Engine.AmplificationBurst,
-		DefaultTTL:         cfg.Engine.TTL,
-		IdleTimeout:        cfg.Engine.IdleTimeout,
-		DefaultDuration:    cfg.Engine.DefaultDuration,
-		DefaultThink:       cfg.Engine.DefaultThink,
-		StartDeadline:      cfg.Engine.StartDeadline,
-		MaxSessionEntries:  cfg.Engine.MaxSessionEntries,
-		MaxSessionBytes:    cfg.Engine.MaxSessionBytes,
-		MaxEntries:         cfg.Engine.MaxEntries,
-		MaxBytes:           cfg.Engine.MaxBytes,
-		SweepInterval:      cfg.Engine.SweepInterval,
+		}
+		return fallback, fallback != ""
 	}
+	opts.Policy, opts.Registerer, opts.Logger = pol, st.reg, logger
 	// Interface fields stay nil (not a typed nil) when unset.
 	if st.predictor != nil {
 		opts.Predictor = st.predictor
@@ -258,30 +242,6 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	return st, nil
 }
 
-// newBackend builds one configured backend.
-func (st *stack) newBackend(cfg *config.Config, bc config.Backend) (backend.Backend, error) {
-	switch {
-	case bc.HTTP != nil:
-		h := bc.HTTP
-		opts := &remote.Options{Timeout: h.Timeout, MaxResponseBytes: h.MaxResponseBytes}
-		if len(h.Headers) > 0 {
-			opts.Header = make(http.Header, len(h.Headers))
-			for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
-				opts.Header.Set(k, h.Headers[k])
-			}
-		}
-		b, err := remote.New(h.URL, opts)
-		if err != nil {
-			return nil, cfg.ErrorAt(h.URLPos, "%v", err)
-		}
-		st.remotes = append(st.remotes, b)
-		return b, nil
-	case bc.Exec != nil:
-		return newExecBackend(cfg, bc.Exec)
-	}
-	return nil, cfg.ErrorAt(bc.Pos, "want exactly one of http or exec")
-}
-
 // close stops the stack in dependency order: the engine first (cancelling
 // speculative work and writing its records), then what it used. Call it
 // after the HTTP server has stopped.
@@ -294,7 +254,7 @@ func (st *stack) close() error {
 		errs = append(errs, st.mcp.Close())
 	}
 	if st.predictor != nil {
-		errs = append(errs, st.predictor.close())
+		errs = append(errs, st.predictor.Close())
 	}
 	if st.recorder != nil {
 		errs = append(errs, st.recorder.Close())
@@ -321,7 +281,7 @@ func (st *stack) patternCount() int {
 	if st.predictor == nil {
 		return 0
 	}
-	return st.predictor.patterns()
+	return st.predictor.Patterns()
 }
 
 func tracesDir(cfg *config.Config) string {
@@ -329,21 +289,4 @@ func tracesDir(cfg *config.Config) string {
 		return "off"
 	}
 	return cfg.Traces.Dir
-}
-
-// newExecBackend builds a local-command backend. The configuration's env
-// is added to ahead's own environment, as for MCP upstreams.
-func newExecBackend(cfg *config.Config, x *config.ExecBackend) (backend.Backend, error) {
-	opts := &cmdbackend.Options{Timeout: x.Timeout, MaxOutputBytes: x.MaxOutputBytes, Dir: x.Dir}
-	if len(x.Env) > 0 {
-		opts.Env = os.Environ()
-		for _, k := range slices.Sorted(maps.Keys(x.Env)) {
-			opts.Env = append(opts.Env, k+"="+x.Env[k])
-		}
-	}
-	b, err := cmdbackend.New(x.Command, opts)
-	if err != nil {
-		return nil, cfg.ErrorAt(x.CommandPos, "%v", err)
-	}
-	return b, nil
 }

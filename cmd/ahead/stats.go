@@ -3,12 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/trace"
@@ -39,7 +34,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		if fs.NArg() > 1 {
 			return usageErr("give one URL")
 		}
-		st, err = fetchStats(ctx, u)
+		st, err = httpapi.FetchStats(ctx, nil, u)
 	} else {
 		st, err = httpapi.StatsFromTraces(trace.NewReader(&trace.ReadOptions{SkipBad: true}).Events(fs.Args()...))
 	}
@@ -52,36 +47,4 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		return enc.Encode(st)
 	}
 	return st.WriteTable(e.stdout)
-}
-
-// fetchStats reads a running server's /v1/stats (the path is added to a
-// bare server URL).
-func fetchStats(ctx context.Context, raw string) (httpapi.Stats, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return httpapi.Stats{}, usageErr("%v", err)
-	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/stats"
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return httpapi.Stats{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return httpapi.Stats{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return httpapi.Stats{}, fmt.Errorf("%s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var st httpapi.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return httpapi.Stats{}, fmt.Errorf("%s: %w", u, err)
-	}
-	return st, nil
 }
