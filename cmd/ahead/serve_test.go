@@ -464,3 +464,39 @@ func TestServeGraceExpires(t *testing.T) {
 		t.Errorf("the cut-off call got an answer: %+v", a)
 	}
 }
+
+// TestServeSummary: at exit ahead serve prints the one-paragraph summary
+// on stderr, unless --quiet; and a pool file that does not exist yet is
+// written at the final checkpoint.
+func TestServeSummary(t *testing.T) {
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ahead.yaml")
+	config := "patterns: ./new-pool.json\nbackends: {web: {http: {url: \"" + tools.URL + "/tools/{tool}\"}}}\n"
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, quiet := range []bool{false, true} {
+		args := []string{"--config", file, "--listen", "127.0.0.1:0"}
+		if quiet {
+			args = append(args, "--quiet")
+		}
+		s := startAheadServe(t, args...)
+		if a := call(t, s.url, "s1", `{"tool": "search", "args": {"q": "go"}}`); a.Code != 200 {
+			t.Fatalf("call: %+v", a)
+		}
+		s.cancel()
+		code := <-s.code
+		s.code <- code
+		log := s.logText()
+		if code != 0 || strings.Contains(log, "ahead: 1 tool calls: 1 executed") == quiet {
+			t.Errorf("quiet %v: exit %d, stderr:\n%s", quiet, code, log)
+		}
+		if !quiet && !strings.Contains(log, "does not exist yet") {
+			t.Errorf("no warning of the missing pool:\n%s", log)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new-pool.json")); err != nil {
+		t.Errorf("the pool was not written at exit: %v", err)
+	}
+}
