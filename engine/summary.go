@@ -17,10 +17,14 @@ func (st Stats) Summary() string {
 		wasted += ts.Wasted
 	}
 	hit := float64(st.Reused+st.Promoted) / float64(st.Calls)
-	return fmt.Sprintf("ahead: %d tool calls: %d executed, %d reused and %d promoted (%.0f%% served ahead). "+
+	calls := "tool calls"
+	if st.Calls == 1 {
+		calls = "tool call"
+	}
+	return fmt.Sprintf("ahead: %d %s: %d executed, %d reused and %d promoted (%.0f%% served ahead). "+
 		"Saved %s of tool time; wasted %s on %d speculative executions nobody used. "+
 		"%.2f speculative executions per call.",
-		st.Calls, st.Executed, st.Reused, st.Promoted, 100*hit,
+		st.Calls, calls, st.Executed, st.Reused, st.Promoted, 100*hit,
 		roundDuration(st.Saved), roundDuration(st.Wasted), wasted,
 		float64(st.SpecStarted)/float64(st.Calls))
 }

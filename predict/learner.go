@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,9 @@ type LearnerOptions struct {
 	// replaces a recorded one of the same id (it may be recorded in
 	// part).
 	Recorded func() ([]trace.Session, error)
+	// Logger receives the failures of relearning at checkpoints, which do
+	// not stop the save; nil discards them.
+	Logger *slog.Logger
 }
 
 // Learner is an Online predictor that also finds new patterns. Online
@@ -78,6 +82,9 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 	}
 	if l.opts.MaxBytes <= 0 {
 		l.opts.MaxBytes = 64 << 20
+	}
+	if l.opts.Logger == nil {
+		l.opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	// New patterns are mined as the pool was, when it says how.
 	l.mine = pattern.Options{
@@ -216,12 +223,17 @@ func (l *Learner) Relearn() (int, error) {
 }
 
 // Checkpoint relearns, then saves the pool with the counts learnt so far
-// to path, atomically. A failed relearn does not stop the save.
+// to path, atomically. A failed relearn (an unreadable recording) is
+// logged and does not stop the save: what was learnt online is kept.
 func (l *Learner) Checkpoint(path string) error {
 	l.saveMu.Lock()
 	defer l.saveMu.Unlock()
-	_, rerr := l.Relearn()
-	return errors.Join(rerr, l.cur.Load().Index().Snapshot().Save(path))
+	if added, err := l.Relearn(); err != nil {
+		l.opts.Logger.Warn("patterns: mining the recorded calls", "err", err)
+	} else if added > 0 {
+		l.opts.Logger.Info("patterns: learnt new patterns", "added", added, "patterns", l.Patterns())
+	}
+	return l.cur.Load().Index().Snapshot().Save(path)
 }
 
 // CheckpointEvery checkpoints to path every interval until ctx is done,

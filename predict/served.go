@@ -78,7 +78,7 @@ func Serve(opts PoolOptions) (*Served, error) {
 		s.predictor, s.patterns = o, o.Index().Len
 		return s, nil
 	}
-	l, err := NewLearner(pool, &LearnerOptions{Online: OnlineOptions{MaxPredictions: opts.MaxPredictions}, Recorded: opts.Recorded})
+	l, err := NewLearner(pool, &LearnerOptions{Online: OnlineOptions{MaxPredictions: opts.MaxPredictions}, Recorded: opts.Recorded, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %s: %w", opts.Path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -120,8 +121,9 @@ func TestMCPFirstUse(t *testing.T) {
 		t.Fatalf("the pool written after 4 sessions predicts %+v after list_directory, want read_text_file of its README", preds)
 	}
 
-	// The next session finds its read ready.
-	code, stderr := runMCPSession(t, args, func(cs *mcp.ClientSession) {
+	// The next session finds its read ready; at debug level, stderr has a
+	// line for the speculative execution that served it.
+	code, stderr := runMCPSession(t, append([]string{"--log-level", "debug"}, args...), func(cs *mcp.ClientSession) {
 		callSource(t, cs, "list_directory", map[string]any{"path": "/home/me/next"})
 		if _, src := callSource(t, cs, "read_text_file", map[string]any{"path": "/home/me/next/README.md"}); src != "reused" && src != "promoted" {
 			t.Errorf("read after list with the learnt pool: source %q, want reused or promoted", src)
@@ -129,6 +131,9 @@ func TestMCPFirstUse(t *testing.T) {
 	})
 	if code != 0 || !strings.Contains(stderr, "1 reused") && !strings.Contains(stderr, "1 promoted") {
 		t.Errorf("exit %d, summary:\n%s", code, stderr)
+	}
+	if !regexp.MustCompile(`msg=speculation .*tool=read_text_file .*outcome=(reused|promoted)`).MatchString(stderr) {
+		t.Errorf("no debug line for the speculative read:\n%s", stderr)
 	}
 }
 
@@ -142,7 +147,7 @@ func TestMCPPatternsNone(t *testing.T) {
 			t.Errorf("source %q, want executed", src)
 		}
 	})
-	if code != 0 || strings.Contains(stderr, "ahead: 1 tool calls") {
+	if code != 0 || strings.Contains(stderr, "ahead: 1 tool call") {
 		t.Errorf("exit %d (want 0), and --quiet prints no summary:\n%s", code, stderr)
 	}
 }

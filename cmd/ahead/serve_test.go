@@ -489,7 +489,7 @@ func TestServeSummary(t *testing.T) {
 		code := <-s.code
 		s.code <- code
 		log := s.logText()
-		if code != 0 || strings.Contains(log, "ahead: 1 tool calls: 1 executed") == quiet {
+		if code != 0 || strings.Contains(log, "ahead: 1 tool call: 1 executed") == quiet {
 			t.Errorf("quiet %v: exit %d, stderr:\n%s", quiet, code, log)
 		}
 		if !quiet && !strings.Contains(log, "does not exist yet") {
