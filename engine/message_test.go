@@ -179,11 +179,16 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 		}
 		call("list", `{}`)
 		call("list", `{"x":1}`)
+		// The speculative runs write runs from their own goroutines: Wait
+		// until they are blocked, which orders those writes before the read
+		// (the race detector saw none without it).
+		synctest.Wait()
 		if n := runs[`read{"path":"a"}`]; n != 1 {
 			t.Errorf("read ran %d times before any write, want 1", n)
 		}
 		call("write", `{"path":"a"}`)
 		time.Sleep(time.Second)
+		synctest.Wait()
 		if n := runs[`read{"path":"a"}`]; n != 2 {
 			t.Errorf("read ran %d times after a write, want 2", n)
 		}
