@@ -180,6 +180,7 @@ func Run(ctx context.Context, sessions []trace.Session, opts *Options) (*Report,
 	}
 
 	rep := newReport(sessions, &o)
+	rep.Warnings = policyWarnings(sessions, o.Policy)
 	offsets := o.Arrival.offsets(len(sessions), o.Seed)
 	for i, m := range o.Modes {
 		mr, err := runMode(ctx, sessions, &o, m, offsets, func(done int) {
@@ -194,6 +195,26 @@ func Run(ctx context.Context, sessions []trace.Session, opts *Options) (*Report,
 	}
 	rep.summarise()
 	return rep, nil
+}
+
+// policyWarnings says when the policy lets nothing be speculated: the
+// modes would all be serial and the report all zeros (issue 14).
+func policyWarnings(sessions []trace.Session, pol *policy.Policy) []string {
+	if pol == nil {
+		return []string{"no policy: nothing is speculated, every mode runs as serial (give one with --policy)"}
+	}
+	tools := make(map[string]bool)
+	for _, s := range sessions {
+		for _, ev := range s.Events {
+			tools[ev.Tool] = true
+		}
+	}
+	for t := range tools {
+		if pol.Lookup(t).Level() > policy.LevelNone {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("the policy allows none of the %d tools the sessions call: nothing is speculated, every mode runs as serial", len(tools))}
 }
 
 // runMode replays every session once in mode m, on a fresh engine and

@@ -226,6 +226,10 @@ func clip(s string) string {
 // Report is the outcome of a run.
 type Report struct {
 	Config ReportConfig `json:"config"`
+	// Warnings say why figures may be meaningless: no policy, or a policy
+	// that allows none of the tools replayed (nothing is speculated, and
+	// every mode is serial).
+	Warnings []string `json:"warnings,omitempty"`
 	// Modes in the order they ran.
 	Modes []*ModeResult `json:"-"`
 

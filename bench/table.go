@@ -76,6 +76,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		budget = fmt.Sprint(c.SpecBudget)
 	}
 	var b strings.Builder
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n\n", w)
+	}
 	fmt.Fprintf(&b, "%d sessions, %d calls in %d steps; tool latency %s; think default %s; %s; slots %s; speculation budget %s; time scale %g\n",
 		c.Sessions, c.Calls, c.Steps, c.Latency, c.ThinkDefault, load, slots, budget, c.TimeScale)
 	if c.Model != "" {

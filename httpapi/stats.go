@@ -1,30 +1,39 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ahead-dev/ahead/engine"
 )
 
-// statsResponse is the body of GET /v1/stats. Durations are milliseconds.
-type statsResponse struct {
-	Calls              int64                   `json:"calls"`
-	Executed           int64                   `json:"executed"`
-	Reused             int64                   `json:"reused"`
-	Promoted           int64                   `json:"promoted"`
-	SpeculativeStarted int64                   `json:"speculative_started"`
-	Warmups            int64                   `json:"warmups"`
-	Outcomes           map[string]int64        `json:"outcomes"`
-	SavedMS            float64                 `json:"saved_ms"`
-	WastedMS           float64                 `json:"wasted_ms"`
-	Sessions           int                     `json:"sessions"`
-	Entries            int                     `json:"entries"`
-	Bytes              int64                   `json:"bytes"`
-	Tools              map[string]toolResponse `json:"tools"`
+// Stats is the body of GET /v1/stats, and what ahead stats prints (from a
+// running server, or computed from recorded traces by StatsFromTraces).
+// Durations are milliseconds, with fractions.
+type Stats struct {
+	Calls              int64                `json:"calls"`
+	Executed           int64                `json:"executed"`
+	Reused             int64                `json:"reused"`
+	Promoted           int64                `json:"promoted"`
+	SpeculativeStarted int64                `json:"speculative_started"`
+	Warmups            int64                `json:"warmups"`
+	Outcomes           map[string]int64     `json:"outcomes"`
+	SavedMS            float64              `json:"saved_ms"`
+	WastedMS           float64              `json:"wasted_ms"`
+	Sessions           int                  `json:"sessions"`
+	Entries            int                  `json:"entries"`
+	Bytes              int64                `json:"bytes"`
+	Tools              map[string]ToolStats `json:"tools"`
 }
 
-type toolResponse struct {
+// ToolStats are one tool's figures in Stats.
+type ToolStats struct {
 	Calls              int64   `json:"calls"`
 	Executed           int64   `json:"executed"`
 	Reused             int64   `json:"reused"`
@@ -39,8 +48,9 @@ type toolResponse struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func statsJSON(st engine.Stats) statsResponse {
-	out := statsResponse{
+// NewStats returns the engine's figures as /v1/stats serves them.
+func NewStats(st engine.Stats) Stats {
+	out := Stats{
 		Calls:              st.Calls,
 		Executed:           st.Executed,
 		Reused:             st.Reused,
@@ -53,13 +63,13 @@ func statsJSON(st engine.Stats) statsResponse {
 		Sessions:           st.Sessions,
 		Entries:            st.Entries,
 		Bytes:              st.Bytes,
-		Tools:              make(map[string]toolResponse, len(st.Tools)),
+		Tools:              make(map[string]ToolStats, len(st.Tools)),
 	}
 	for o, n := range st.Outcomes {
 		out.Outcomes[string(o)] = n
 	}
 	for name, t := range st.Tools {
-		out.Tools[name] = toolResponse{
+		out.Tools[name] = ToolStats{
 			Calls:              t.Calls,
 			Executed:           t.Executed,
 			Reused:             t.Reused,
@@ -76,5 +86,40 @@ func statsJSON(st engine.Stats) statsResponse {
 }
 
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, statsJSON(h.eng.Stats()))
+	writeJSON(w, http.StatusOK, NewStats(h.eng.Stats()))
+}
+
+// FetchStats reads a running server's /v1/stats (the path is added to a
+// bare server URL), within 10 seconds. c may be nil: http.DefaultClient.
+func FetchStats(ctx context.Context, c *http.Client, raw string) (Stats, error) {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Stats{}, err
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/stats"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return Stats{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return Stats{}, fmt.Errorf("%s: %s: %s", u, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var st Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return Stats{}, fmt.Errorf("%s: %w", u, err)
+	}
+	return st, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -116,6 +117,15 @@ func (s *session) initialize(ctx context.Context, next mcp.MethodHandler, method
 	res, err := next(ctx, method, req)
 	if err != nil {
 		return nil, err
+	}
+	// Trusted upstreams' annotations feed the policy. Read them from the
+	// session's own connections, before its first call may be speculated,
+	// so that no upstream is launched a second time only to list its
+	// tools (issue 14); the agent's own tools/list will refresh them.
+	if s.p.followsAnnotations() {
+		if _, err := s.listTools(ctx); err != nil {
+			s.p.log.Warn("listing trusted upstreams' tools", "session", s.id, "err", err)
+		}
 	}
 	// The session exists before its first call: let the engine speculate
 	// on that call too (the predictor's session-start patterns).
@@ -300,10 +310,9 @@ func withSource(res engine.Result) *mcp.CallToolResult {
 	if meta == nil {
 		meta = make(mcp.Meta)
 	}
-	ahead := map[string]any{"source": string(res.Source)}
-	if res.Saved > 0 {
-		ahead["saved_ms"] = res.Saved.Milliseconds()
-	}
+	// saved_ms is milliseconds with fractions, in every answer, as the
+	// HTTP API and ahead bench give it (issue 14).
+	ahead := map[string]any{"source": string(res.Source), "saved_ms": float64(res.Saved) / float64(time.Millisecond)}
 	meta["ahead"] = ahead
 	out.Meta = meta
 	return &out

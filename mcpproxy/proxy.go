@@ -197,6 +197,14 @@ func (p *Proxy) Attach(eng Caller) {
 	}
 }
 
+// followsAnnotations reports whether the engine's policy follows trusted
+// upstreams' annotations (see Attach).
+func (p *Proxy) followsAnnotations() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.follow != nil
+}
+
 func (p *Proxy) engine() Caller {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -57,6 +57,10 @@ func TestThroughAheadEqualsDirect(t *testing.T) {
 		if src != "executed" {
 			t.Errorf("%s: _meta.ahead.source = %q, want executed (no predictor)", c.tool, src)
 		}
+		// saved_ms is a number in every answer, as over HTTP (issue 14).
+		if a, _ := gv.Meta["ahead"].(map[string]any); a["saved_ms"] != 0.0 {
+			t.Errorf("%s: _meta.ahead.saved_ms = %#v, want 0.0", c.tool, a["saved_ms"])
+		}
 		if diff := cmp.Diff(wire(t, gd), wire(t, withoutAhead(gv))); diff != "" {
 			t.Errorf("%s %v through ahead differs from direct (-direct +ahead):\n%s", c.tool, c.args, diff)
 		}

@@ -36,6 +36,10 @@ type Options struct {
 	// Progress, if set, is called now and then with the contexts processed
 	// so far and their total.
 	Progress func(done, total int)
+	// Discriminators, if non-nil, are used instead of discovering them
+	// from the sessions: mining new patterns for an existing pool must
+	// sign events as that pool does (see Merge).
+	Discriminators []Discriminator
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -122,7 +126,11 @@ func Mine(sessions []trace.Session, opts *Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &miner{o: o, x: newIndex(discoverDiscriminators(sessions, discoverOptions{}))}
+	disc := o.Discriminators
+	if disc == nil {
+		disc = discoverDiscriminators(sessions, discoverOptions{})
+	}
+	m := &miner{o: o, x: newIndex(slices.Clone(disc))}
 	m.flatten(sessions)
 	m.discover()
 	pool := &Pool{
@@ -919,10 +927,16 @@ func (m *miner) calledSoon(target int, hash uint64) bool {
 
 // sortPatterns orders a pool: by context, tool, then tool-only first, then
 // by mapping.
+// patternKey identifies a pattern by what it predicts, whatever its
+// counts: its context, tool and mappings.
+func patternKey(pt *Pattern) string {
+	return FormatContext(pt.Context) + "\x00" + pt.Tool + "\x00" + strconv.FormatBool(pt.Exact) + "\x00" + mappingKey(*pt)
+}
+
 func sortPatterns(ps []Pattern) {
 	keys := make([]string, len(ps))
 	for i := range ps {
-		keys[i] = FormatContext(ps[i].Context) + "\x00" + ps[i].Tool + "\x00" + strconv.FormatBool(ps[i].Exact) + "\x00" + mappingKey(ps[i])
+		keys[i] = patternKey(&ps[i])
 	}
 	idx := make([]int, len(ps))
 	for i := range idx {

@@ -226,6 +226,19 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 	return o.predict(s, false)
 }
 
+// warm shows the predictor an event of a session already under way,
+// without learning from it or predicting: how a Learner carries sessions
+// over to a new pool.
+func (o *Online) warm(ev trace.Event) {
+	s := o.session(ev.Session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if canon, err := pattern.CanonicalArgs(ev.Args); err == nil {
+		s.use(pattern.CallHash(ev.Tool, canon), o.opts.MaxCalls)
+	}
+	o.push(s, ev)
+}
+
 // Start returns the predicted first calls of a session, best first, before
 // it makes any: those of the patterns whose context is the session start
 // alone, tool-only or with constant arguments (nothing precedes to derive

@@ -188,3 +188,27 @@ func (s *Split) String() string {
 	}
 	return fmt.Sprintf("%s, holdout %.2f", d, s.Holdout)
 }
+
+// Recent returns the sessions of the newest trace files of paths (as
+// Files expands them; a Writer's file names sort by time), reading newest
+// first until they hold at least maxCalls calls, in file order. Malformed
+// lines are skipped: a store being written to may hold a torn line. It is
+// what a pool that learns mines (predict.LearnerOptions.Recorded).
+func Recent(maxCalls int, paths ...string) ([]Session, error) {
+	files, err := Files(paths...)
+	if err != nil {
+		return nil, err
+	}
+	first, calls := len(files), 0
+	for first > 0 && calls < maxCalls {
+		first--
+		ss, err := Collect(NewReader(&ReadOptions{SkipBad: true}).Events(files[first]))
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			calls += len(s.Events)
+		}
+	}
+	return Collect(NewReader(&ReadOptions{SkipBad: true}).Events(files[first:]...))
+}

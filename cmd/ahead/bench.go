@@ -13,6 +13,7 @@ import (
 	"github.com/ahead-dev/ahead/bench"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/progress"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -65,6 +66,7 @@ type benchFlags struct {
 	spec         string
 	specModel    string
 	specKeyEnv   string
+	logLevel     string
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -94,6 +96,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.spec, "speculator", "", "add a fast-model speculator to the ahead mode: sim:ACC:LAT (a simulation: the true next call among its guesses with probability ACC, answering LAT after the think window opens) or an OpenAI-compatible base `URL`")
 	fs.StringVar(&f.specModel, "speculator-model", "", "the model to ask at --speculator URL")
 	fs.StringVar(&f.specKeyEnv, "speculator-key-env", "", "environment `variable` holding --speculator URL's API key (none: no Authorization header)")
+	fs.StringVar(&f.logLevel, "log-level", "", fmt.Sprintf(logLevelUsage, "warn")+"; the engines' logs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -102,6 +105,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	opts, err := f.options(tf)
 	if err != nil {
+		return err
+	}
+	if opts.Logger, err = newLogger(e, f.logLevel, "warn"); err != nil {
 		return err
 	}
 	sessions, _, err := tf.load(e, fs.Args())
@@ -124,12 +130,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	if opts.Policy == nil {
-		fmt.Fprintln(e.stderr, "ahead bench: no --policy: nothing is speculated (every mode is serial)")
-	}
-	rep, err := runWithProgress(ctx, e, sessions, opts)
+	rep, err := runWithProgress(ctx, e, "ahead bench", sessions, opts)
 	if err != nil {
 		return err
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(e.stderr, "ahead bench: %s\n", w)
 	}
 	if f.plot != "" {
 		if err := writePlot(rep, f.plot); err != nil {
@@ -184,7 +190,7 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 			o.Modes = append(o.Modes, m)
 		}
 	}
-	if f.policy != "" {
+	if f.policy != "" && f.policy != none {
 		if o.Policy, err = policy.Load(f.policy); err != nil {
 			return nil, err
 		}
@@ -267,14 +273,13 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 	return nil
 }
 
-// runWithProgress runs the benchmark, showing its progress on a terminal.
-func runWithProgress(ctx context.Context, e *env, sessions []trace.Session, o *bench.Options) (*bench.Report, error) {
-	if e.isTerminal {
-		start := time.Now()
-		o.Progress = func(p bench.Progress) {
-			fmt.Fprintf(e.stderr, "\r\033[K%s (%d/%d): %d/%d sessions, %s", p.Mode, p.ModeIndex+1, p.Modes, p.Done, p.Total, time.Since(start).Round(time.Second))
-		}
-		defer fmt.Fprint(e.stderr, "\r\033[K")
+// runWithProgress runs the benchmark, showing its progress on stderr: a
+// bar on a terminal, a line per mode and every 10s otherwise.
+func runWithProgress(ctx context.Context, e *env, name string, sessions []trace.Session, o *bench.Options) (*bench.Report, error) {
+	m := progress.New(e.stderr, name, &progress.Options{Terminal: e.isTerminal})
+	defer m.Done()
+	o.Progress = func(p bench.Progress) {
+		m.Update(fmt.Sprintf("mode %s (%d/%d), sessions", p.Mode, p.ModeIndex+1, p.Modes), p.Done, p.Total)
 	}
 	return bench.Run(ctx, sessions, o)
 }

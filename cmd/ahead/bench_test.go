@@ -77,8 +77,16 @@ func TestBenchWithoutPatterns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stderr, "no --policy") || !strings.Contains(stdout, "A/A noise") {
+	// Without a policy nothing is speculated: stderr and the report say so.
+	if !strings.Contains(stderr, "ahead bench: no policy: nothing is speculated") || !strings.Contains(stdout, "warning: no policy") || !strings.Contains(stdout, "A/A noise") {
 		t.Errorf("stderr %q, stdout:\n%s", stderr, stdout)
+	}
+	// Nor with a policy that allows nothing, also in the JSON report.
+	denyAll := filepath.Join(t.TempDir(), "deny.yaml")
+	os.WriteFile(denyAll, []byte("speculation_policy:\n  default: {allow: false}\n"), 0o644)
+	code, stdout, stderr = runCmd(t, "bench", "--modes", "serial", "--policy", denyAll, "--json", benchTrace)
+	if code != 0 || !strings.Contains(stderr, "the policy allows none of the") || !strings.Contains(stdout, `"warnings": [`) {
+		t.Errorf("deny-all policy: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
 	}
 	// Without patterns the default modes skip ahead.
 	code, stdout, stderr = runCmd(t, "bench", "--policy", benchPolicy, benchTrace)

@@ -2,23 +2,12 @@ package main
 
 import (
 	"context"
-	"embed"
 	"fmt"
-	"io/fs"
 	"os"
-	"time"
 
-	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/bench"
-	"github.com/ahead-dev/ahead/pattern"
-	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/trace"
+	"github.com/ahead-dev/ahead/progress"
 )
-
-// demoData is a sample of real agent traces (see demodata/README.md).
-//
-//go:embed demodata/mine.jsonl.gz demodata/replay.jsonl.gz demodata/policy.yaml
-var demoData embed.FS
 
 const demoHelp = `Show ahead speeding up real agent traces, with nothing to configure: an
 embedded sample of tau2-bench customer-service sessions is mined on half the
@@ -26,14 +15,6 @@ tasks, and 40 sessions of the other tasks are replayed through the engine
 (tool latency log-normal, median 600 ms, p90 1.5 s, 20 times faster than
 real time) in every mode of ahead bench. Prints the table, a one-line verdict,
 and the path of an SVG plot.`
-
-// The demo's fixed setup.
-const (
-	demoLatency     = "lognormal:600ms:1500ms"
-	demoTimeScale   = 0.05
-	demoConcurrency = 16
-	demoSeed        = 1
-)
 
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", "demo", demoHelp)
@@ -47,50 +28,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 }
 
 func demo(ctx context.Context, e *env) error {
-	mine, err := demoSessions("demodata/mine.jsonl.gz")
-	if err != nil {
-		return err
-	}
-	sessions, err := demoSessions("demodata/replay.jsonl.gz")
-	if err != nil {
-		return err
-	}
-	data, err := fs.ReadFile(demoData, "demodata/policy.yaml")
-	if err != nil {
-		return err
-	}
-	pol, err := policy.Parse(data, "demodata/policy.yaml")
-	if err != nil {
-		return err
-	}
-	lat, err := replay.ParseLatency(demoLatency, demoSeed)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	pool, err := pattern.Mine(mine, nil)
-	if err != nil {
-		return fmt.Errorf("mining: %w", err)
-	}
-	if _, err := mineConversation(pool, mine); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "Mined %d patterns from %d real tau2 sessions in %.1fs; replaying %d sessions of other tasks\n",
-		len(pool.Patterns), len(mine), time.Since(t0).Seconds(), len(sessions))
-	fmt.Fprintf(e.stdout, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
-
-	rep, err := runWithProgress(ctx, e, sessions, &bench.Options{
-		Predictor: func() (bench.Predictor, error) {
-			_, p, err := newPredictor(pool, nil)
-			return p, err
-		},
-		Mine:        mine,
-		Policy:      pol,
-		Latency:     lat,
-		TimeScale:   demoTimeScale,
-		Concurrency: demoConcurrency,
-		Seed:        demoSeed,
+	m := progress.New(e.stderr, "ahead demo", &progress.Options{Terminal: e.isTerminal})
+	rep, err := bench.Demo(ctx, e.stdout, func(p bench.Progress) {
+		m.Update(fmt.Sprintf("mode %s (%d/%d), sessions", p.Mode, p.ModeIndex+1, p.Modes), p.Done, p.Total)
 	})
+	m.Done()
 	if err != nil {
 		return err
 	}
@@ -112,13 +54,4 @@ func demo(ctx context.Context, e *env) error {
 	}
 	fmt.Fprintf(e.stdout, "plot: %s\n", f.Name())
 	return nil
-}
-
-func demoSessions(name string) ([]trace.Session, error) {
-	f, err := demoData.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return trace.Collect(trace.NewReader(nil).Read(name, f))
 }

@@ -16,6 +16,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -36,6 +38,16 @@ type env struct {
 	stdout, stderr io.Writer
 	// isTerminal reports whether stderr is a terminal (progress bars).
 	isTerminal bool
+	// getenv reads the environment (AHEAD_LOG); nil reads nothing, so
+	// tests do not depend on the environment they run in.
+	getenv func(string) string
+}
+
+func (e *env) env(key string) string {
+	if e.getenv == nil {
+		return ""
+	}
+	return e.getenv(key)
 }
 
 // errUsage marks a usage error (exit code 2). Wrap it with details.
@@ -56,6 +68,9 @@ func commands() []command {
 		{"bench", "bench [flags] TRACE...", "replay traces through the engine: serial vs ahead vs oracle", runBench},
 		{"patterns", "patterns show FILE", "print the strongest patterns of a pool", runPatterns},
 		{"traces", "traces import --from openai FILE... -o OUT.jsonl.gz", "convert agent logs to ahead's trace format", runTraces},
+		{"stats", "stats [--json] TRACE...|URL", "per-tool statistics of recorded traces or a running ahead serve", runStats},
+		{"doctor", "doctor --config ahead.yaml", "check a configuration: backends, MCP upstreams, policy, pool", runDoctor},
+		{"init", "init [flags] [-- MCP-SERVER-COMMAND...]", "write a commented starter config and policy", runInit},
 		{"version", "version", "print the version", runVersion},
 	}
 }
@@ -63,7 +78,7 @@ func commands() []command {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stderr)}
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, isTerminal: isTerminal(os.Stderr), getenv: os.Getenv}
 	os.Exit(run(ctx, e, os.Args[1:]))
 }
 
@@ -117,7 +132,10 @@ func printUsage(w io.Writer) {
 // usage line, the description and the flags to stdout.
 func newFlagSet(e *env, name, usage, description string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	// The flag package prints a parse error and the usage itself; run
+	// prints the error once, with the usage line (issue 14: it was printed
+	// twice). Only --help prints the full usage, to stdout.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fs.SetOutput(e.stdout)
 		fmt.Fprintf(e.stdout, "Usage: ahead %s\n\n%s\n", usage, description)
@@ -125,7 +143,7 @@ func newFlagSet(e *env, name, usage, description string) *flag.FlagSet {
 			fmt.Fprintf(e.stdout, "\nFlags:\n")
 			fs.PrintDefaults()
 		}
-		fs.SetOutput(e.stderr)
+		fs.SetOutput(io.Discard)
 	}
 	return fs
 }
@@ -166,8 +184,14 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // command line of their own (ahead mcp npx -y server), whose flags are not
 // ahead's.
 func parseFlagsUntilArg(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	// The flag package calls Usage on errors too: only --help prints it.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return err
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -188,6 +212,52 @@ func runVersion(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	fmt.Fprintf(e.stdout, "ahead %s\n", version)
+	fmt.Fprintf(e.stdout, "ahead %s\n", versionString(debug.ReadBuildInfo))
 	return nil
+}
+
+// versionString is the version with the VCS revision the binary was built
+// from (go build in a checkout stamps it), its time and whether the tree
+// was modified, and the Go version: "dev (a90f4dc 2026-11-25T10:07:57Z,
+// modified; go1.26.0)". A module version (go install ...@v1.2.0) stands in
+// for "dev".
+func versionString(read func() (*debug.BuildInfo, bool)) string {
+	v := version
+	bi, ok := read()
+	if !ok {
+		return v
+	}
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, at string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	var parts []string
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		parts = append(parts, strings.TrimSpace(rev+" "+at))
+	}
+	if modified {
+		parts = append(parts, "modified")
+	}
+	info := strings.Join(parts, ", ")
+	if bi.GoVersion != "" {
+		info = strings.TrimPrefix(info+"; "+bi.GoVersion, "; ")
+	}
+	if info == "" {
+		return v
+	}
+	return v + " (" + info + ")"
 }

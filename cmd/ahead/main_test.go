@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -63,5 +65,66 @@ func TestMCPTakesTheUpstreamCommandVerbatim(t *testing.T) {
 	}
 	if want := strings.Fields("npx -y server --port 1"); !*trust || !slices.Equal(fs.Args(), want) {
 		t.Errorf("trust=%v args=%q, want true %q", *trust, fs.Args(), want)
+	}
+}
+
+// TestWrongFlagOnce: a wrong flag is reported once, on stderr, with the
+// usage line; stdout stays empty (issue 14).
+func TestWrongFlagOnce(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), &env{stdout: &stdout, stderr: &stderr}, []string{"mine", "--nope", "x"})
+	if code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	if n := strings.Count(stderr.String(), "flag provided but not defined: -nope"); n != 1 || stdout.Len() != 0 {
+		t.Errorf("the error is printed %d times (want 1); stdout %q; stderr:\n%s", n, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run(t.Context(), &env{stdout: &stdout, stderr: &stderr}, []string{"mine", "--help"}); code != 0 || !strings.HasPrefix(stdout.String(), "Usage: ahead mine") {
+		t.Errorf("--help: exit %d, stdout %q", code, stdout.String())
+	}
+}
+
+func TestVersionString(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "a90f4dc0123456789abcdef"}, {Key: "vcs.time", Value: "2026-11-25T10:07:57Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	for _, tc := range []struct {
+		read func() (*debug.BuildInfo, bool)
+		want string
+	}{
+		{func() (*debug.BuildInfo, bool) { return bi, true }, "dev (a90f4dc01234 2026-11-25T10:07:57Z, modified; go1.26.0)"},
+		{func() (*debug.BuildInfo, bool) {
+			return &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.2.0"}}, true
+		}, "v1.2.0 (go1.26.0)"},
+		{func() (*debug.BuildInfo, bool) { return nil, false }, "dev"},
+	} {
+		if got := versionString(tc.read); got != tc.want {
+			t.Errorf("versionString = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		flag, env string
+		debug     bool
+		err       bool
+	}{
+		{"", "", false, false},
+		{"", "debug", true, false},
+		{"info", "debug", false, false}, // the flag wins
+		{"loud", "", false, true},
+	} {
+		var out bytes.Buffer
+		e := &env{stderr: &out, getenv: func(k string) string { return map[string]string{"AHEAD_LOG": tc.env}[k] }}
+		l, err := newLogger(e, tc.flag, "warn")
+		if (err != nil) != tc.err {
+			t.Errorf("flag %q env %q: err %v", tc.flag, tc.env, err)
+			continue
+		}
+		if err == nil && l.Enabled(t.Context(), slog.LevelDebug) != tc.debug {
+			t.Errorf("flag %q env %q: debug enabled %v, want %v", tc.flag, tc.env, !tc.debug, tc.debug)
+		}
 	}
 }

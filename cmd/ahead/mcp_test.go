@@ -457,6 +457,9 @@ func buildDir(prefix string) (string, error) {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeMCPEnv) != "" {
+		os.Exit(runFakeMCP())
+	}
 	code := m.Run()
 	builds.Lock()
 	for _, dir := range builds.dirs {

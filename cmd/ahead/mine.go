@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/progress"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -161,15 +162,10 @@ func runMine(ctx context.Context, e *env, args []string) error {
 		return errors.New("no sessions to mine (check the trace files and --part)")
 	}
 	opts := &pattern.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
-	if e.isTerminal {
-		opts.Progress = func(done, total int) {
-			fmt.Fprintf(e.stderr, "\rmining: %d/%d contexts", done, total)
-			if done == total {
-				fmt.Fprintln(e.stderr)
-			}
-		}
-	}
+	m := progress.New(e.stderr, "ahead mine", &progress.Options{Terminal: e.isTerminal})
+	opts.Progress = func(done, total int) { m.Update("contexts", done, total) }
 	pool, err := pattern.Mine(sessions, opts)
+	m.Done()
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -22,44 +20,27 @@ func newPredictor(pool *pattern.Pool, opts *predict.OnlineOptions) (*predict.Onl
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(pool.Conversation) == 0 {
-		return online, predict.Join(online), nil
+	parts, err := conversationParts(pool)
+	if err != nil {
+		return nil, nil, err
 	}
-	var m convo.Model
-	if err := json.Unmarshal(pool.Conversation, &m); err != nil {
-		return nil, nil, fmt.Errorf("the pool's conversation model: %w (re-mine the pool with this ahead)", err)
+	return online, predict.Join(append([]predict.Part{online}, parts...)...), nil
+}
+
+// conversationParts returns the predictor of the conversation model pool
+// carries, if any (predict.PoolOptions.Parts).
+func conversationParts(pool *pattern.Pool) ([]predict.Part, error) {
+	c, err := convo.FromPool(pool, nil)
+	if c == nil || err != nil {
+		return nil, err
 	}
-	var co *convo.Options
-	if opts != nil && opts.MaxPredictions > 0 {
-		co = &convo.Options{MaxPredictions: opts.MaxPredictions}
-	}
-	return online, predict.Join(online, convo.New(&m, co)), nil
+	return []predict.Part{c}, nil
 }
 
 // mineConversation adds the conversation model of sessions to pool, when
-// the sessions carry messages (the -conv traces, or recordings of a server
-// that heard them); it reports whether it did.
+// the sessions carry messages.
 func mineConversation(pool *pattern.Pool, sessions []trace.Session) (bool, error) {
-	heard := false
-	for _, s := range sessions {
-		if len(s.Messages) > 0 {
-			heard = true
-			break
-		}
-	}
-	if !heard {
-		return false, nil
-	}
-	m, err := convo.Mine(sessions, nil)
-	if err != nil {
-		return false, fmt.Errorf("mining the conversation: %w", err)
-	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return false, fmt.Errorf("encoding the conversation model: %w", err)
-	}
-	pool.Conversation = raw
-	return true, nil
+	return convo.MineInto(pool, sessions)
 }
 
 // benchSpeculator turns --speculator into the bench's speculator: sim:ACC:LAT

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +18,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/net/netutil"
 
-	"github.com/ahead-dev/ahead/backend"
-	cmdbackend "github.com/ahead-dev/ahead/backend/command"
 	"github.com/ahead-dev/ahead/backend/remote"
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
@@ -47,6 +44,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	configPath := fs.String("config", "", "the configuration `file` (required)")
 	listen := fs.String("listen", "", "listen on `HOST:PORT` instead of the config's listen (port 0 picks a free port)")
 	insecure := fs.Bool("insecure", false, "serve on an address other than loopback without auth_token_env (anyone who reaches it can run your tools)")
+	logLevel := fs.String("log-level", "", fmt.Sprintf(logLevelUsage, "info"))
+	quiet := fs.Bool("quiet", false, "no summary at exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +60,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErr("--listen: want HOST:PORT, got %q", *listen)
 		}
 	}
+	logger, err := newLogger(e, *logLevel, "info")
+	if err != nil {
+		return err
+	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
@@ -71,14 +74,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if cfg.AuthToken == "" && !*insecure && !loopback(cfg.Listen) {
 		return usageErr("listening on %s, beyond this machine, without a token: set auth_token_env in the config (clients then send Authorization: Bearer TOKEN), or pass --insecure", cfg.Listen)
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	return serve(ctx, cfg, logger, e.stderr)
+	summary := e.stderr
+	if *quiet {
+		summary = nil
+	}
+	return serve(ctx, cfg, logger, e.stderr, summary)
 }
 
 // serve runs ahead's server for cfg until ctx is done, then shuts down
 // gracefully. Its log announces the address it listens on; stderr receives
-// the stderr of MCP upstream processes.
-func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr io.Writer) (err error) {
+// the stderr of MCP upstream processes. At exit the engine's summary goes
+// to summary, unless it is nil.
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr, summary io.Writer) (err error) {
 	// Listen first: a port in use should fail before upstreams start.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -92,7 +99,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr 
 		ln.Close()
 		return err
 	}
-	defer func() { err = errors.Join(err, st.close()) }()
+	defer func() {
+		err = errors.Join(err, st.close())
+		if summary != nil {
+			fmt.Fprintln(summary, st.eng.Stats().Summary())
+		}
+	}()
 
 	mux := http.NewServeMux()
 	api := httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger})
@@ -159,7 +171,7 @@ type stack struct {
 	backends  map[string]engine.Backend
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
-	predictor *patternPredictor
+	predictor *predict.Served
 	spec      *speculator.Speculator   // nil without a speculator block
 	mcp       *mcpproxy.Proxy          // nil without mcpServers
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
@@ -179,9 +191,12 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	routes := make(map[string]string) // tool → backend name
 	fallback := ""                    // the backend without a tools list
 	for _, bc := range cfg.Backends {
-		b, err := st.newBackend(cfg, bc)
+		b, err := cfg.NewBackend(bc)
 		if err != nil {
 			return nil, err
+		}
+		if r, ok := b.(*remote.Backend); ok {
+			st.remotes = append(st.remotes, r)
 		}
 		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits, PerSession: bc.PerSession}
 		for _, t := range bc.Tools {
@@ -198,7 +213,11 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		}
 	}
 	if cfg.Patterns != nil {
-		if st.predictor, err = loadPredictor(cfg.Patterns, logger); err != nil {
+		dir := ""
+		if cfg.Traces != nil {
+			dir = cfg.Traces.Dir
+		}
+		if st.predictor, err = loadPredictor(cfg.Patterns, dir, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -207,47 +226,30 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	if len(cfg.Upstreams) > 0 {
 		// The MCP front (serve_mcp.go) starts the trusted upstreams here
 		// to read their annotations into the policy.
-		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, logger, stderr); err != nil {
+		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, true, logger, stderr); err != nil {
 			return nil, fmt.Errorf("%s: %w", config.MCPServersKey, err)
 		}
 		maps.Copy(st.backends, st.mcp.Backends())
 		mcpRoute = st.mcp.Route
 	}
 
-	opts := engine.Options{
-		Backends: st.backends,
-		// One router for every kind of backend, so that the
-		// configuration's lists win, MCP upstreams come next and the
-		// catch-all backend last, whatever the map order.
-		Route: func(tool string) (string, bool) {
-			if b, ok := routes[tool]; ok {
+	opts := cfg.Engine.Options()
+	opts.Backends = st.backends
+	// One router for every kind of backend, so that the configuration's
+	// lists win, MCP upstreams come next and the catch-all backend last,
+	// whatever the map order.
+	opts.Route = func(tool string) (string, bool) {
+		if b, ok := routes[tool]; ok {
+			return b, true
+		}
+		if mcpRoute != nil {
+			if b, ok := mcpRoute(tool); ok {
 				return b, true
 			}
-			if mcpRoute != nil {
-				if b, ok := mcpRoute(tool); ok {
-					return b, true
-				}
-			}
-			return fallback, fallback != ""
-		},
-		Policy:             pol,
-		Registerer:         st.reg,
-		Logger:             logger,
-		SpecBudget:         cfg.Engine.SpecBudget,
-		MinProbability:     cfg.Engine.MinProbability,
-		Amplification:      cfg.Engine.Amplification,
-		AmplificationBurst: cfg.Engine.AmplificationBurst,
-		DefaultTTL:         cfg.Engine.TTL,
-		IdleTimeout:        cfg.Engine.IdleTimeout,
-		DefaultDuration:    cfg.Engine.DefaultDuration,
-		DefaultThink:       cfg.Engine.DefaultThink,
-		StartDeadline:      cfg.Engine.StartDeadline,
-		MaxSessionEntries:  cfg.Engine.MaxSessionEntries,
-		MaxSessionBytes:    cfg.Engine.MaxSessionBytes,
-		MaxEntries:         cfg.Engine.MaxEntries,
-		MaxBytes:           cfg.Engine.MaxBytes,
-		SweepInterval:      cfg.Engine.SweepInterval,
+		}
+		return fallback, fallback != ""
 	}
+	opts.Policy, opts.Registerer, opts.Logger = pol, st.reg, logger
 	// Interface fields stay nil (not a typed nil) when unset.
 	if st.predictor != nil {
 		opts.Predictor = st.predictor
@@ -275,30 +277,6 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 	return st, nil
 }
 
-// newBackend builds one configured backend.
-func (st *stack) newBackend(cfg *config.Config, bc config.Backend) (backend.Backend, error) {
-	switch {
-	case bc.HTTP != nil:
-		h := bc.HTTP
-		opts := &remote.Options{Timeout: h.Timeout, MaxResponseBytes: h.MaxResponseBytes}
-		if len(h.Headers) > 0 {
-			opts.Header = make(http.Header, len(h.Headers))
-			for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
-				opts.Header.Set(k, h.Headers[k])
-			}
-		}
-		b, err := remote.New(h.URL, opts)
-		if err != nil {
-			return nil, cfg.ErrorAt(h.URLPos, "%v", err)
-		}
-		st.remotes = append(st.remotes, b)
-		return b, nil
-	case bc.Exec != nil:
-		return newExecBackend(cfg, bc.Exec)
-	}
-	return nil, cfg.ErrorAt(bc.Pos, "want exactly one of http or exec")
-}
-
 // close stops the stack in dependency order: the engine first (cancelling
 // speculative work and writing its records), then what it used. Call it
 // after the HTTP server has stopped.
@@ -314,7 +292,7 @@ func (st *stack) close() error {
 		errs = append(errs, st.mcp.Close())
 	}
 	if st.predictor != nil {
-		errs = append(errs, st.predictor.close())
+		errs = append(errs, st.predictor.Close())
 	}
 	if st.recorder != nil {
 		errs = append(errs, st.recorder.Close())
@@ -341,7 +319,7 @@ func (st *stack) patternCount() int {
 	if st.predictor == nil {
 		return 0
 	}
-	return st.predictor.patterns
+	return st.predictor.Patterns()
 }
 
 // loopback reports whether addr (HOST:PORT) listens on this machine only.
@@ -362,21 +340,4 @@ func tracesDir(cfg *config.Config) string {
 		return "off"
 	}
 	return cfg.Traces.Dir
-}
-
-// newExecBackend builds a local-command backend. The configuration's env
-// is added to ahead's own environment, as for MCP upstreams.
-func newExecBackend(cfg *config.Config, x *config.ExecBackend) (backend.Backend, error) {
-	opts := &cmdbackend.Options{Timeout: x.Timeout, MaxOutputBytes: x.MaxOutputBytes, Dir: x.Dir}
-	if len(x.Env) > 0 {
-		opts.Env = os.Environ()
-		for _, k := range slices.Sorted(maps.Keys(x.Env)) {
-			opts.Env = append(opts.Env, k+"="+x.Env[k])
-		}
-	}
-	b, err := cmdbackend.New(x.Command, opts)
-	if err != nil {
-		return nil, cfg.ErrorAt(x.CommandPos, "%v", err)
-	}
-	return b, nil
 }

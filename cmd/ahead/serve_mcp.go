@@ -18,7 +18,7 @@ import (
 // wiring has three steps:
 //
 //	cfg, err := config.Load(file)  // cfg.Upstreams: the mcpServers block
-//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, logger, os.Stderr)
+//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, logger, os.Stderr)
 //	eng := engine.New(engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
 //	mountMCP(mux, p, eng)   // serves /mcp
 //	...
@@ -32,9 +32,8 @@ func commandUpstream(args []string) mcpproxy.Upstream {
 // newMCPFront builds the proxy for the upstreams and returns the engine's
 // policy: base (the operator's; nil denies all) with the annotations of
 // trusted upstreams folded in under it. trustAll trusts every upstream
-// (--trust-annotations, or the configuration's trust_annotations). Trusted
-// upstreams are started once here to read their tools' annotations.
-func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll bool, logger *slog.Logger, stderr io.Writer) (*mcpproxy.Proxy, *policy.Policy, error) {
+// (--trust-annotations, or the configuration's trust_annotations).
+func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll, probe bool, logger *slog.Logger, stderr io.Writer) (*mcpproxy.Proxy, *policy.Policy, error) {
 	if trustAll {
 		for i := range ups {
 			ups[i].TrustAnnotations = true
@@ -45,6 +44,9 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups, Logger: logger, Stderr: stderr, Version: version, Policy: base})
 	if err != nil {
 		return nil, nil, err
+	}
+	if !probe {
+		return p, base, nil
 	}
 	tools, err := p.TrustedTools(ctx)
 	if err != nil {

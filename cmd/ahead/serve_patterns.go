@@ -1,64 +1,44 @@
 package main
 
 import (
-	"context"
-	"fmt"
+	"cmp"
 	"log/slog"
-	"sync"
 
 	"github.com/ahead-dev/ahead/config"
-	"github.com/ahead-dev/ahead/engine"
-	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
 )
 
-// patternPredictor is the online predictor serving a pattern pool, with
-// the goroutine that checkpoints what it learns.
-type patternPredictor struct {
-	*predict.Joined
-	online   *predict.Online // the patterns' part, checkpointed
-	patterns int
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
-	err      error // of the final checkpoint, set before wg is done
+// none, given for a file (--patterns none, --policy none), turns what
+// the file would give off.
+const none = "none"
+
+// learnCalls bounds the recorded calls mined at each checkpoint: the most
+// recent.
+const learnCalls = 20000
+
+// loadPredictor serves the pool pc names. New patterns are mined from the
+// calls of this run and, when tracesDir is set, from the most recent
+// recordings there: ahead mcp serves one session per process, so only the
+// recordings show a pattern recur.
+func loadPredictor(pc *config.Patterns, tracesDir string, logger *slog.Logger) (*predict.Served, error) {
+	opts := predict.PoolOptions{Path: pc.Pool, Learn: pc.Learn, Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
+		MaxPredictions: pc.MaxPredictions, Logger: logger, Parts: conversationParts}
+	if tracesDir != "" {
+		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }
+	}
+	return predict.Serve(opts)
 }
 
-var _ engine.Predictor = (*patternPredictor)(nil)
-
-// loadPredictor loads the pool named by the configuration's patterns
-// field (a file written by ahead mine) and starts the online predictor.
-// With learning on, the counts learnt from live traffic are checkpointed
-// atomically every pc.CheckpointEvery and once more by close.
-func loadPredictor(pc *config.Patterns, logger *slog.Logger) (*patternPredictor, error) {
-	pool, err := pattern.Load(pc.Pool)
-	if err != nil {
-		return nil, fmt.Errorf("patterns: %w", err)
+// newLogger returns the stderr logger at the level of --log-level, or of
+// AHEAD_LOG when the flag is not given (issue 14).
+func newLogger(e *env, flagLevel, def string) (*slog.Logger, error) {
+	name := cmp.Or(flagLevel, e.env("AHEAD_LOG"), def)
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(name)); err != nil {
+		return nil, usageErr("--log-level (or AHEAD_LOG): want debug, info, warn or error, got %q", name)
 	}
-	o, joined, err := newPredictor(pool, &predict.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions})
-	if err != nil {
-		return nil, fmt.Errorf("patterns: %s: %w", pc.Pool, err)
-	}
-	p := &patternPredictor{Joined: joined, online: o, patterns: len(pool.Patterns), stop: func() {}}
-	if pc.Learn {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.stop = cancel
-		p.wg.Go(func() {
-			p.err = o.CheckpointEvery(ctx, pc.Checkpoint, pc.CheckpointEvery)
-			if p.err != nil {
-				logger.Error("checkpointing patterns", "file", pc.Checkpoint, "err", p.err)
-			}
-		})
-	}
-	return p, nil
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
-// close stops checkpointing after a final checkpoint, and returns its
-// error. Call it after the engine is closed, so nothing is learnt later.
-func (p *patternPredictor) close() error {
-	p.stop()
-	p.wg.Wait()
-	if p.err != nil {
-		return fmt.Errorf("patterns: final checkpoint: %w", p.err)
-	}
-	return nil
-}
+const logLevelUsage = "stderr log `level`: debug (one line per speculative execution), info, warn or error (default $AHEAD_LOG, else %s)"

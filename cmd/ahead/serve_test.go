@@ -356,8 +356,11 @@ func TestServeErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("backends:\n  web:\n    http: {url: 'ftp://x/{tool}'}\n    slots: -1\n"), 0o644)
-	noPool := filepath.Join(dir, "nopool.yaml")
-	os.WriteFile(noPool, []byte("patterns: ./missing.json\nbackends:\n  web:\n    http: {url: 'http://127.0.0.1:9/{tool}'}\n"), 0o644)
+	// A pool that does not exist yet is the normal first state (it
+	// learns); one that is not a pool is an error.
+	badPool := filepath.Join(dir, "badpool.yaml")
+	os.WriteFile(badPool, []byte("patterns: ./garbage.json\nbackends:\n  web:\n    http: {url: 'http://127.0.0.1:9/{tool}'}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "garbage.json"), []byte("not a pool"), 0o644)
 	badURL := filepath.Join(dir, "badurl.yaml")
 	os.WriteFile(badURL, []byte("backends:\n  web:\n    http: {url: 'ftp://x/{tool}'}\n"), 0o644)
 	for _, tc := range []struct {
@@ -371,7 +374,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"serve", "--config", filepath.Join(dir, "none.yaml")}, 1, "reading config: open"},
 		{[]string{"serve", "--config", bad}, 1, bad + ":4:12: backends.web.slots: must be at least 1, got -1"},
 		{[]string{"serve", "--config", badURL, "--listen", "127.0.0.1:0"}, 1, badURL + `:3:17: backends.web.http.url: remote: bad URL template "ftp://x/{tool}": want an http or https URL`},
-		{[]string{"serve", "--config", noPool, "--listen", "127.0.0.1:0"}, 1, "patterns: open " + filepath.Join(dir, "missing.json")},
+		{[]string{"serve", "--config", badPool, "--listen", "127.0.0.1:0"}, 1, "patterns: "},
 	} {
 		var stderr bytes.Buffer
 		code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, tc.args)
@@ -461,5 +464,41 @@ func TestServeGraceExpires(t *testing.T) {
 	}
 	if a := <-slow; a.Error == "" {
 		t.Errorf("the cut-off call got an answer: %+v", a)
+	}
+}
+
+// TestServeSummary: at exit ahead serve prints the one-paragraph summary
+// on stderr, unless --quiet; and a pool file that does not exist yet is
+// written at the final checkpoint.
+func TestServeSummary(t *testing.T) {
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ahead.yaml")
+	config := "patterns: ./new-pool.json\nbackends: {web: {http: {url: \"" + tools.URL + "/tools/{tool}\"}}}\n"
+	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, quiet := range []bool{false, true} {
+		args := []string{"--config", file, "--listen", "127.0.0.1:0"}
+		if quiet {
+			args = append(args, "--quiet")
+		}
+		s := startAheadServe(t, args...)
+		if a := call(t, s.url, "s1", `{"tool": "search", "args": {"q": "go"}}`); a.Code != 200 {
+			t.Fatalf("call: %+v", a)
+		}
+		s.cancel()
+		code := <-s.code
+		s.code <- code
+		log := s.logText()
+		if code != 0 || strings.Contains(log, "ahead: 1 tool call: 1 executed") == quiet {
+			t.Errorf("quiet %v: exit %d, stderr:\n%s", quiet, code, log)
+		}
+		if !quiet && !strings.Contains(log, "does not exist yet") {
+			t.Errorf("no warning of the missing pool:\n%s", log)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new-pool.json")); err != nil {
+		t.Errorf("the pool was not written at exit: %v", err)
 	}
 }

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// fakeMCP makes the test binary the upstream of ahead mcp (see
+// fakemcp_test.go) and returns its command line and the file counting its
+// launches.
+func fakeMCP(t *testing.T) (cmd []string, launches string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	launches = filepath.Join(t.TempDir(), "launches")
+	t.Setenv(fakeMCPEnv, "1")
+	t.Setenv(fakeMCPLaunches, launches)
+	return []string{exe}, launches
+}
+
+func countLines(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// runMCPSession runs ahead mcp in-process with args, lets session talk to
+// it as an agent, hangs up (end of stdin), and returns the exit code and
+// stderr.
+func runMCPSession(t *testing.T, args []string, session func(cs *mcp.ClientSession)) (int, string) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	e := &env{stdin: inR, stdout: outW, stderr: &stderr}
+	done := make(chan int, 1)
+	go func() {
+		code := run(context.Background(), e, append([]string{"mcp"}, args...))
+		outW.Close()
+		done <- code
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
+		Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		inW.Close()
+		<-done
+		t.Fatalf("connecting to ahead mcp: %v\n%s", err, stderr.String())
+	}
+	session(cs)
+	cs.Close()
+	code := <-done
+	return code, stderr.String()
+}
+
+// TestMCPFirstUse is issue 14's first use of the README's snippet: the
+// pool file does not exist yet (a warning, not an error); each session
+// launches the upstream once, even with --trust-annotations; end of stdin
+// is a clean exit with a summary and a checkpoint; and after a few
+// sessions where list_directory is followed by read_text_file, the pool
+// written predicts the second, and the next session is served ahead.
+func TestMCPFirstUse(t *testing.T) {
+	upstream, launches := fakeMCP(t)
+	dir := t.TempDir()
+	pool, traces := filepath.Join(dir, "pool.json"), filepath.Join(dir, "traces")
+	args := append([]string{"--trust-annotations", "--traces", traces, "--patterns", pool, "--"}, upstream...)
+	work := func(i int) func(cs *mcp.ClientSession) {
+		return func(cs *mcp.ClientSession) {
+			project := fmt.Sprintf("/home/me/project%d", i)
+			callSource(t, cs, "list_directory", map[string]any{"path": project})
+			if text, src := callSource(t, cs, "read_text_file", map[string]any{"path": project + "/README.md"}); text != fmt.Sprintf("# project%d", i) {
+				t.Errorf("session %d: read_text_file = %q (%s)", i, text, src)
+			}
+		}
+	}
+	for i := range 4 {
+		code, stderr := runMCPSession(t, args, work(i))
+		if code != 0 {
+			t.Fatalf("session %d: ahead mcp exited %d:\n%s", i, code, stderr)
+		}
+		if got, want := strings.Count(stderr, "does not exist yet"), map[bool]int{true: 1}[i == 0]; got != want {
+			t.Errorf("session %d: %d warnings of a missing pool, want %d:\n%s", i, got, want, stderr)
+		}
+		if !strings.Contains(stderr, "ahead: 2 tool calls: ") {
+			t.Errorf("session %d: no summary at exit:\n%s", i, stderr)
+		}
+		if n := countLines(t, launches); n != i+1 {
+			t.Errorf("after session %d: the upstream was launched %d times, want %d", i, n, i+1)
+		}
+		if _, err := os.Stat(pool); err != nil {
+			t.Fatalf("session %d: no checkpoint at exit: %v", i, err)
+		}
+	}
+
+	p, err := pattern.Load(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := predict.NewOnline(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preds := o.Observe(trace.Event{Session: "s", Tool: "list_directory", Args: []byte(`{"path":"/home/me/x"}`), Status: trace.StatusOK, Output: "[FILE] README.md\n[DIR] src"})
+	if len(preds) == 0 || preds[0].Tool != "read_text_file" || string(preds[0].Args) != `{"path":"/home/me/x/README.md"}` {
+		t.Fatalf("the pool written after 4 sessions predicts %+v after list_directory, want read_text_file of its README", preds)
+	}
+
+	// The next session finds its read ready; at debug level, stderr has a
+	// line for the speculative execution that served it.
+	code, stderr := runMCPSession(t, append([]string{"--log-level", "debug"}, args...), func(cs *mcp.ClientSession) {
+		callSource(t, cs, "list_directory", map[string]any{"path": "/home/me/next"})
+		if _, src := callSource(t, cs, "read_text_file", map[string]any{"path": "/home/me/next/README.md"}); src != "reused" && src != "promoted" {
+			t.Errorf("read after list with the learnt pool: source %q, want reused or promoted", src)
+		}
+	})
+	if code != 0 || !strings.Contains(stderr, "1 reused") && !strings.Contains(stderr, "1 promoted") {
+		t.Errorf("exit %d, summary:\n%s", code, stderr)
+	}
+	if !regexp.MustCompile(`msg=speculation .*tool=read_text_file .*outcome=(reused|promoted)`).MatchString(stderr) {
+		t.Errorf("no debug line for the speculative read:\n%s", stderr)
+	}
+}
+
+// TestMCPPatternsNone: --patterns none and --policy none are documented
+// and work: no predictions, no file read.
+func TestMCPPatternsNone(t *testing.T) {
+	upstream, _ := fakeMCP(t)
+	args := append([]string{"--patterns", "none", "--policy", "none", "--quiet", "--log-level", "debug", "--"}, upstream...)
+	code, stderr := runMCPSession(t, args, func(cs *mcp.ClientSession) {
+		if _, src := callSource(t, cs, "list_directory", map[string]any{"path": "/x"}); src != "executed" {
+			t.Errorf("source %q, want executed", src)
+		}
+	})
+	if code != 0 || strings.Contains(stderr, "ahead: 1 tool call") {
+		t.Errorf("exit %d (want 0), and --quiet prints no summary:\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,100 @@
+package predict
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// listThenRead plays one session in which list_directory is followed by
+// read_text_file of the file it listed, and returns what was predicted
+// after list_directory.
+func listThenRead(p interface {
+	Observe(ev trace.Event) []Prediction
+	Forget(string)
+}, session string, i int) []Prediction {
+	dir := fmt.Sprintf("/home/me/project%d", i)
+	file := "README.md"
+	preds := p.Observe(ev(session, 0, "list_directory", fmt.Sprintf(`{"path":%q}`, dir), "[FILE] "+file+"\n[DIR] src"))
+	p.Observe(ev(session, 1, "read_text_file", fmt.Sprintf(`{"path":%q}`, dir+"/"+file), "# notes"))
+	p.Forget(session)
+	return preds
+}
+
+// TestLearnerNewPool is issue 14's first use: a learner starting from no
+// patterns predicts nothing, and after a few sessions where list_directory
+// is followed by read_text_file, the pool it checkpoints predicts the
+// second call exactly.
+func TestLearnerNewPool(t *testing.T) {
+	l, err := NewLearner(EmptyPool(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if preds := listThenRead(l, fmt.Sprint("s", i), i); len(preds) != 0 {
+			t.Fatalf("session %d: an empty pool predicted %v", i, briefs(preds))
+		}
+	}
+	path := filepath.Join(t.TempDir(), "pool.json")
+	if err := l.Checkpoint(path); err != nil {
+		t.Fatal(err)
+	}
+	if l.Patterns() == 0 {
+		t.Fatal("no patterns learnt")
+	}
+	// The running learner predicts now, and so does the written pool.
+	want := brief{"read_text_file", `{"path":"/home/me/project9/README.md"}`}
+	if got := briefs(listThenRead(l, "live", 9)); len(got) == 0 || got[0] != want {
+		t.Errorf("learner after checkpoint predicted %v, want first %v", got, want)
+	}
+	pool, err := pattern.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := briefs(listThenRead(o, "next", 9)); len(got) == 0 || got[0] != want {
+		t.Errorf("written pool predicted %v, want first %v", got, want)
+	}
+}
+
+// TestLearnerKeepsCounts checks that relearning adds patterns without
+// counting twice those the pool has, and carries live sessions over.
+func TestLearnerKeepsCounts(t *testing.T) {
+	l, err := NewLearner(EmptyPool(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		listThenRead(l, fmt.Sprint("s", i), i)
+	}
+	if _, err := l.Relearn(); err != nil {
+		t.Fatal(err)
+	}
+	before := l.Snapshot()
+	// A session in progress across the relearn keeps its window.
+	l.Observe(ev("live", 0, "list_directory", `{"path":"/x"}`, "[FILE] a.md"))
+	for i := 4; i < 6; i++ {
+		listThenRead(l, fmt.Sprint("s", i), i)
+	}
+	if _, err := l.Relearn(); err != nil {
+		t.Fatal(err)
+	}
+	after := l.Snapshot()
+	if len(after.Patterns) < len(before.Patterns) {
+		t.Fatalf("patterns %d → %d", len(before.Patterns), len(after.Patterns))
+	}
+	for i, pt := range before.Patterns {
+		got := after.Patterns[i]
+		// Two more sessions: each pattern's support grows by what they
+		// showed, online, not by a second count of the first four.
+		if got.Support > pt.Support+3 {
+			t.Errorf("pattern %d support %d → %d: counted twice", i, pt.Support, got.Support)
+		}
+	}
+}
