@@ -115,9 +115,9 @@ func (o *Online) Index() *pattern.Index { return o.x }
 // session is one session's state.
 type session struct {
 	id         string
-	prev, next *session  // the recency list, under Online.mu
+	prev, next *session   // the recency list, under Online.mu
 	mu         sync.Mutex // serialises Observe for the session; protects all below
-	n       int        // events observed
+	n          int        // events observed
 	// ring holds the last k events (the window), oldest at head.
 	ring []*slot
 	head int
