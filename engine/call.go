@@ -144,6 +144,7 @@ func (c *authCall) finish(res Result, err error) {
 	}
 	s.lastResult = now
 	s.lastActive = now
+	e.idleLocked(s)
 	s.results++ // a new think window: volatile results of the last one are stale
 	e.dropStaleLocked(s)
 	ts := e.toolLocked(c.tool)
@@ -169,8 +170,13 @@ func (c *authCall) finish(res Result, err error) {
 		if s.servedAt != e.writes || len(s.served) >= maxServed {
 			clear(s.served)
 			s.servedAt = e.writes
+			s.servedBytes = 0
 		}
-		s.served[c.key] = struct{}{}
+		if _, ok := s.served[c.key]; !ok {
+			s.served[c.key] = struct{}{}
+			s.servedBytes += int64(len(c.key.Tool)+len(c.key.Args)) + keyOverhead
+		}
+		e.resizeLocked(s)
 	}
 	gone := s.gone
 	e.unlock()
@@ -202,7 +208,8 @@ func (c *authCall) finish(res Result, err error) {
 	if gone || e.opts.Predictor == nil || e.policy.Load() == nil {
 		return
 	}
-	e.speculate(s, c.seq+1, e.opts.Predictor.Observe(ev))
+	preds := e.opts.Predictor.Observe(ev)
+	e.speculate(s, c.seq+1, preds, e.predictorBytes(s.id))
 }
 
 // maxServed bounds a session's set of served calls.
