@@ -185,7 +185,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		}
 	}
 	if cfg.Patterns != nil {
-		if st.predictor, err = loadPredictor(cfg.Patterns, logger); err != nil {
+		if st.predictor, err = loadPredictor(cfg.Patterns, cfg.Engine.MaxSessions, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -233,6 +233,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		MaxSessionBytes:    cfg.Engine.MaxSessionBytes,
 		MaxEntries:         cfg.Engine.MaxEntries,
 		MaxBytes:           cfg.Engine.MaxBytes,
+		MaxSessions:        cfg.Engine.MaxSessions,
 		SweepInterval:      cfg.Engine.SweepInterval,
 	}
 	// Interface fields stay nil (not a typed nil) when unset.

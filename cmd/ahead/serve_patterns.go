@@ -28,13 +28,15 @@ var _ engine.Predictor = (*patternPredictor)(nil)
 // loadPredictor loads the pool named by the configuration's patterns
 // field (a file written by ahead mine) and starts the online predictor.
 // With learning on, the counts learnt from live traffic are checkpointed
-// atomically every pc.CheckpointEvery and once more by close.
-func loadPredictor(pc *config.Patterns, logger *slog.Logger) (*patternPredictor, error) {
+// atomically every pc.CheckpointEvery and once more by close. It keeps as
+// many sessions as the engine (maxSessions, 0 for the default): the engine
+// drops sessions and makes it forget them.
+func loadPredictor(pc *config.Patterns, maxSessions int, logger *slog.Logger) (*patternPredictor, error) {
 	pool, err := pattern.Load(pc.Pool)
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %w", err)
 	}
-	o, joined, err := newPredictor(pool, &predict.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions})
+	o, joined, err := newPredictor(pool, &predict.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions})
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %s: %w", pc.Pool, err)
 	}
