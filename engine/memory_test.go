@@ -276,8 +276,10 @@ func BenchmarkManySessions(b *testing.B) {
 		var wg sync.WaitGroup
 		for w := range 4 {
 			wg.Go(func() {
-				for i := w; i < calls; i += 4 {
-					s := ids[(i*7919)%len(ids)]
+				// Each worker its own sessions, one call in flight in
+				// each, visited round robin.
+				for i := range calls / 4 {
+					s := ids[(w+4*(i/2))%len(ids)]
 					tool, args := "list_items", `{"folder":"f"}`
 					if i%2 == 1 {
 						tool, args = "read_item", `{"name":"b"}`
