@@ -9,6 +9,7 @@ import (
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -61,7 +62,22 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 	}
 	e.mu.Unlock()
 
-	en.job.Promote()
+	if !en.job.Promote() && en.job.State() != sched.Finished {
+		// Preempted, cancelled or dropped: it brings nothing, and a
+		// cancelled run may take the backend a while to return. Waiting
+		// for it would make the call wait on speculation (issue 13).
+		e.mu.Lock()
+		why := OutcomeDropped
+		switch {
+		case en.job.State() == sched.Preempted:
+			why = OutcomePreempted
+		case en.ran:
+			why = OutcomeCancelled
+		}
+		e.settleLocked(en, why)
+		e.unlock()
+		return Result{}, false, nil
+	}
 	select {
 	case <-en.job.Done():
 	case <-ctx.Done():
