@@ -15,6 +15,13 @@ fi
 echo "== go vet"
 go vet ./...
 
+echo "== go mod tidy -diff"
+go mod tidy -diff
+
+echo "== go build for windows and darwin"
+GOOS=windows go build ./...
+GOOS=darwin go build ./...
+
 if [ -f testdeps/package-lock.json ]; then
 	echo "== npm packages for end-to-end tests (pinned in testdeps/package-lock.json)"
 	if [ ! -d testdeps/node_modules ] || [ testdeps/package-lock.json -nt testdeps/node_modules/.package-lock.json ]; then

@@ -168,6 +168,7 @@ type Engine struct {
 	MaxSessionBytes    int64
 	MaxEntries         int
 	MaxBytes           int64
+	MaxSessions        int
 	SweepInterval      time.Duration
 }
 
@@ -343,7 +344,7 @@ var (
 	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes", "max_files"}
 	fieldsEngine   = []string{"spec_budget", "min_probability", "amplification", "amplification_burst", "ttl", "idle_timeout", "default_duration",
 		"default_think", "start_deadline", "max_session_entries", "max_session_bytes", "max_entries",
-		"max_bytes", "sweep_interval"}
+		"max_bytes", "max_sessions", "sweep_interval"}
 )
 
 // patterns parses `patterns: FILE` or `patterns: {pool: FILE, ...}`.
@@ -461,6 +462,8 @@ func (p *parser) engine(n *yaml.Node, field string) Engine {
 			e.MaxEntries, _ = p.Int(v, f, 1)
 		case "max_bytes":
 			e.MaxBytes, _ = p.bytes(v, f)
+		case "max_sessions":
+			e.MaxSessions, _ = p.Int(v, f, 1)
 		case "sweep_interval":
 			e.SweepInterval, _ = p.duration(v, f)
 		default:

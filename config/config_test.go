@@ -60,7 +60,7 @@ speculation_policy:
     fetch: {allow: true, reads: url}
     delete: {writes: url}
   deduplication: {strategy: max_expected_speculative_utility}
-engine: {spec_budget: 8, ttl: 60s, idle_timeout: 10m, max_bytes: 64MiB, min_probability: 0.1, amplification: 1.5, amplification_burst: 20}
+engine: {spec_budget: 8, ttl: 60s, idle_timeout: 10m, max_bytes: 64MiB, max_sessions: 500, min_probability: 0.1, amplification: 1.5, amplification_burst: 20}
 max_body: 1MiB
 shutdown_grace: 5s
 `
@@ -89,7 +89,7 @@ shutdown_grace: 5s
 				Exec: &config.ExecBackend{Command: []string{"/etc/ahead/tool.sh", "{tool}"}, Timeout: 30 * time.Second, Dir: "/etc/ahead"},
 			},
 		},
-		Engine: config.Engine{SpecBudget: 8, TTL: time.Minute, IdleTimeout: 10 * time.Minute, MaxBytes: 64 << 20, MinProbability: 0.1, Amplification: 1.5, AmplificationBurst: 20},
+		Engine: config.Engine{SpecBudget: 8, TTL: time.Minute, IdleTimeout: 10 * time.Minute, MaxBytes: 64 << 20, MaxSessions: 500, MinProbability: 0.1, Amplification: 1.5, AmplificationBurst: 20},
 	}
 	pol := c.Policy
 	c.Policy = nil // checked below: the policy package owns its parsing
@@ -273,7 +273,7 @@ func TestParseErrors(t *testing.T) {
 			"a.yaml:4:15: engine.ttl: want a duration with its unit, such as 60s, got 60",
 			`a.yaml:4:32: engine.spec_budget: want a whole number, got "many"`,
 			"a.yaml:4:55: engine.min_probability: want a probability in (0, 1], got 2",
-			"a.yaml:4:58: engine.turbo: unknown field (want spec_budget, min_probability, amplification, amplification_burst, ttl, idle_timeout, default_duration, default_think, start_deadline, max_session_entries, max_session_bytes, max_entries, max_bytes or sweep_interval)"}},
+			"a.yaml:4:58: engine.turbo: unknown field (want spec_budget, min_probability, amplification, amplification_burst, ttl, idle_timeout, default_duration, default_think, start_deadline, max_session_entries, max_session_bytes, max_entries, max_bytes, max_sessions or sweep_interval)"}},
 		{"patterns without pool", backend + "patterns: {learn: true}\n", []string{"a.yaml:4:11: patterns.pool: missing: the pattern pool file (from ahead mine)"}},
 		{"patterns empty", backend + "patterns: ''\n", []string{"a.yaml:4:11: patterns: empty path"}},
 		{"traces without dir", backend + "traces: {prefix: a}\n", []string{"a.yaml:4:9: traces.dir: missing: the directory to record traces in"}},

@@ -20,6 +20,7 @@ func (e Engine) Options() engine.Options {
 		MaxSessionBytes:    e.MaxSessionBytes,
 		MaxEntries:         e.MaxEntries,
 		MaxBytes:           e.MaxBytes,
+		MaxSessions:        e.MaxSessions,
 		SweepInterval:      e.SweepInterval,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -61,7 +62,22 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 	}
 	e.mu.Unlock()
 
-	en.job.Promote()
+	if !en.job.Promote() && en.job.State() != sched.Finished {
+		// Preempted, cancelled or dropped: it brings nothing, and a
+		// cancelled run may take the backend a while to return. Waiting
+		// for it would make the call wait on speculation (issue 13).
+		e.mu.Lock()
+		why := OutcomeDropped
+		switch {
+		case en.job.State() == sched.Preempted:
+			why = OutcomePreempted
+		case en.ran:
+			why = OutcomeCancelled
+		}
+		e.settleLocked(en, why)
+		e.unlock()
+		return Result{}, false, nil
+	}
 	select {
 	case <-en.job.Done():
 	case <-ctx.Done():
@@ -144,6 +160,7 @@ func (c *authCall) finish(res Result, err error) {
 	}
 	s.lastResult = now
 	s.lastActive = now
+	e.idleLocked(s)
 	s.results++ // a new think window: volatile results of the last one are stale
 	e.dropStaleLocked(s)
 	ts := e.toolLocked(c.tool)
@@ -169,8 +186,13 @@ func (c *authCall) finish(res Result, err error) {
 		if s.servedAt != e.writes || len(s.served) >= maxServed {
 			clear(s.served)
 			s.servedAt = e.writes
+			s.servedBytes = 0
 		}
-		s.served[c.key] = struct{}{}
+		if _, ok := s.served[c.key]; !ok {
+			s.served[c.key] = struct{}{}
+			s.servedBytes += int64(len(c.key.Tool)+len(c.key.Args)) + keyOverhead
+		}
+		e.resizeLocked(s)
 	}
 	gone := s.gone
 	e.unlock()
@@ -202,7 +224,8 @@ func (c *authCall) finish(res Result, err error) {
 	if gone || e.opts.Predictor == nil || e.policy.Load() == nil {
 		return
 	}
-	e.speculate(s, c.seq+1, e.opts.Predictor.Observe(ev))
+	preds := e.opts.Predictor.Observe(ev)
+	e.speculate(s, c.seq+1, preds, e.predictorBytes(s.id))
 }
 
 // maxServed bounds a session's set of served calls.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,10 +167,18 @@ type Options struct {
 	// speculative entries; 0 means 64 entries and 16 MiB.
 	MaxSessionEntries int
 	MaxSessionBytes   int64
-	// MaxEntries and MaxBytes bound all speculative entries; 0 means 4096
-	// entries and 256 MiB.
+	// MaxEntries bounds all speculative entries; 0 means 4096.
 	MaxEntries int
-	MaxBytes   int64
+	// MaxBytes bounds the memory of all sessions: their speculative
+	// entries, their conversation windows and served calls, and what the
+	// predictor keeps for them if it says (SessionSizer). Over it, the
+	// lowest-utility results and the least recently active idle sessions
+	// go (see enforceBudgetLocked). 0 means 256 MiB.
+	MaxBytes int64
+	// MaxSessions bounds the sessions kept at once; a new session beyond
+	// it drops the least recently active idle one (its work cancelled, its
+	// predictor state forgotten). 0 means 10,000.
+	MaxSessions int
 	// MaxMessageBytes bounds the text of a session's conversation window
 	// (Message, Conversation); 0 means 64 KiB.
 	MaxMessageBytes int64
@@ -215,6 +224,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 256 << 20
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 10000
+	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 64 << 10
 	}
@@ -245,12 +257,19 @@ type Engine struct {
 	origins  map[predict.Origin]*OriginStats
 	count    int   // speculative entries, all sessions and shared
 	bytes    int64 // their size
-	totals   Totals
-	pending  []trace.Event // speculative records to write after unlocking
-	tokens   float64       // speculative executions that may start (Amplification)
-	quiet    bool          // Quiesce was called: no new speculation
-	debug    bool          // the logger takes debug lines
-	closed   bool
+	// sessBytes is what sessions hold beside their entries (session.own):
+	// with bytes, what MaxBytes bounds.
+	sessBytes int64
+	byUtility entryHeap   // every entry, lowest utility first (memory.go)
+	filed     entryHeap   // entries holding a result, lowest utility first
+	idle      sessionHeap // sessions without a call in flight, least recent first
+	forget    []string    // dropped sessions the predictor must Forget after unlocking
+	totals    Totals
+	pending   []trace.Event // speculative records to write after unlocking
+	tokens    float64       // speculative executions that may start (Amplification)
+	quiet     bool          // Quiesce was called: no new speculation
+	debug     bool          // the logger takes debug lines
+	closed    bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -272,6 +291,8 @@ func New(opts Options) *Engine {
 		stop:       make(chan struct{}),
 		tokens:     opts.AmplificationBurst,
 	}
+	e.byUtility.at = func(en *entry) *int { return &en.utilityAt }
+	e.filed.at = func(en *entry) *int { return &en.filedAt }
 	limits := make(map[string]sched.Limits)
 	var unlisted []string
 	for name, b := range opts.Backends {
@@ -422,6 +443,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
 	}
 	think := s.beginLocked(arrive)
+	e.busyLocked(s)
 	seq, step := s.seq, s.step
 	s.seq++
 	s.running[key]++
@@ -464,9 +486,10 @@ func (e *Engine) Begin(sessionID string) {
 	s := e.sessionLocked(sessionID, time.Now())
 	first := s.seq == 0 && !s.begun
 	s.begun = true
-	e.mu.Unlock()
+	e.unlock()
 	if first {
-		e.speculate(s, 0, st.Start(sessionID))
+		preds := st.Start(sessionID)
+		e.speculate(s, 0, preds, e.predictorBytes(sessionID))
 	}
 }
 
@@ -478,10 +501,7 @@ func (e *Engine) EndSession(sessionID string) {
 	if ok {
 		e.dropSessionLocked(s, OutcomeCancelled)
 	}
-	e.unlock()
-	if ok && e.opts.Predictor != nil {
-		e.opts.Predictor.Forget(sessionID)
-	}
+	e.unlock() // the predictor forgets it
 }
 
 // sweeper drops expired results and idle sessions until Close.
@@ -499,25 +519,14 @@ func (e *Engine) sweeper() {
 }
 
 func (e *Engine) sweep(now time.Time) {
-	var idle []string
 	e.mu.Lock()
-	for id, s := range e.sessions {
-		if s.inflight == 0 && now.Sub(s.lastActive) >= e.opts.IdleTimeout {
-			e.dropSessionLocked(s, OutcomeCancelled)
-			idle = append(idle, id)
-			continue
-		}
-		for _, en := range s.entries {
-			e.sweepEntryLocked(en, now)
-		}
+	// Idle sessions come off the top of the idle heap, and the entries
+	// are at most MaxEntries: a sweep does not visit every session.
+	for e.idle.Len() > 0 && now.Sub(e.idle[0].lastActive) >= e.opts.IdleTimeout {
+		e.dropSessionLocked(e.idle[0], OutcomeCancelled)
 	}
-	for _, en := range e.shared {
+	for _, en := range slices.Clone(e.byUtility.es) {
 		e.sweepEntryLocked(en, now)
 	}
-	e.unlock()
-	if e.opts.Predictor != nil {
-		for _, id := range idle {
-			e.opts.Predictor.Forget(id)
-		}
-	}
+	e.unlock() // the predictor forgets the dropped sessions
 }

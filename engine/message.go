@@ -43,13 +43,16 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 	}
 	s := e.sessionLocked(sessionID, now)
 	s.lastActive = now
+	e.idleLocked(s)
 	ev := trace.Event{
 		Kind: trace.KindMessage, Session: sessionID, Seq: s.seq,
 		Role: role, Content: content, TS: now.UTC().Format(time.RFC3339Nano),
 	}
 	s.hearLocked(ev, e.opts.MaxMessageBytes)
+	e.resizeLocked(s)
+	e.enforceBudgetLocked(now)
 	seq := s.seq
-	e.mu.Unlock()
+	e.unlock()
 
 	if e.opts.Recorder != nil {
 		if err := e.opts.Recorder.Record(ev); err != nil {
@@ -60,7 +63,8 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 	if !ok || e.policy.Load() == nil {
 		return nil
 	}
-	e.speculate(s, seq, h.Hear(ev))
+	preds := h.Hear(ev)
+	e.speculate(s, seq, preds, e.predictorBytes(sessionID))
 	return nil
 }
 
@@ -81,8 +85,8 @@ func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
 	}
 	s := e.sessionLocked(sessionID, time.Now())
 	seq := s.seq
-	e.mu.Unlock()
-	e.speculate(s, seq, preds)
+	e.unlock()
+	e.speculate(s, seq, preds, -1)
 }
 
 // Conversation returns a copy of the session's window of recent messages,

@@ -43,11 +43,16 @@ type session struct {
 	// it repeats (predict.Prediction.Repeat: polling).
 	served   map[callkey.Key]struct{}
 	servedAt uint64 // Engine.writes when served was last cleared
-	bytes    int64
-	msgs     []trace.Event // the window of recent conversation (Message)
-	msgBytes int64         // content bytes in msgs
-	gone     bool          // dropped; late completions must not re-add state
-	begun    bool          // Begin was called
+	bytes    int64  // its entries' size
+	// own is what the session holds beside its entries, as counted in
+	// Engine.sessBytes: its overhead, msgs, served (servedBytes) and the
+	// predictor's state for it (predBytes, as last measured).
+	own, servedBytes, predBytes int64
+	idleAt                      int           // position in Engine.idle, -1 if not there
+	msgs                        []trace.Event // the window of recent conversation (Message)
+	msgBytes                    int64         // content bytes in msgs
+	gone                        bool          // dropped; late completions must not re-add state
+	begun                       bool          // Begin was called
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think
@@ -77,9 +82,12 @@ type entry struct {
 	p       float64
 	origins origins // what predicted it
 	utility float64
-	job     *sched.Job
-	backend string
-	req     backend.Request // what actually runs (a dry run's variant)
+	// utilityAt and filedAt are its positions in Engine.byUtility and
+	// Engine.filed, -1 when not there.
+	utilityAt, filedAt int
+	job                *sched.Job
+	backend            string
+	req                backend.Request // what actually runs (a dry run's variant)
 
 	// Set by the job when it finishes, before its Done channel closes.
 	done     bool
@@ -110,8 +118,10 @@ func (en *entry) expiredLocked(now time.Time) bool {
 func (e *Engine) sessionLocked(id string, now time.Time) *session {
 	s, ok := e.sessions[id]
 	if !ok {
+		e.admitSessionLocked()
 		s = &session{
 			id:         id,
+			idleAt:     -1,
 			lastActive: now,
 			entries:    make(map[callkey.Key]*entry),
 			running:    make(map[callkey.Key]int),
@@ -119,6 +129,8 @@ func (e *Engine) sessionLocked(id string, now time.Time) *session {
 			served:     make(map[callkey.Key]struct{}),
 		}
 		e.sessions[id] = s
+		e.idleLocked(s)
+		e.resizeLocked(s)
 	}
 	return s
 }
@@ -173,6 +185,8 @@ func (e *Engine) detachLocked(en *entry) {
 	}
 	en.removed = true
 	e.hazards.remove(en)
+	e.byUtility.remove(en)
+	e.filed.remove(en)
 	if en.sess != nil {
 		if en.sess.entries[en.key] == en {
 			delete(en.sess.entries, en.key)
@@ -204,8 +218,14 @@ func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 	for _, en := range s.entries {
 		e.removeLocked(en, why)
 	}
+	e.busyLocked(s)
+	e.sessBytes -= s.own
+	s.own = 0
 	s.gone = true
 	delete(e.sessions, s.id)
+	if e.opts.Predictor != nil {
+		e.forget = append(e.forget, s.id)
+	}
 }
 
 // sweepEntryLocked drops an entry whose result expired, or whose job ended

@@ -34,14 +34,29 @@ type candidate struct {
 // speculate filters predictions through the policy, deduplicates them,
 // arbitrates several of one tool, and offers the survivors to the scheduler
 // as speculative jobs of session s (whose next call will be seq).
-func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction) {
-	if len(preds) == 0 {
+//
+// predBytes is what the predictor keeps for s after making preds
+// (predictorBytes), or -1 if unknown; it is counted in the memory budget.
+func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, predBytes int64) {
+	if len(preds) == 0 && predBytes < 0 {
 		return
 	}
 	now := time.Now()
 	e.mu.Lock()
 	defer e.unlock()
-	if s.gone || e.closed || e.quiet {
+	if predBytes >= 0 {
+		switch {
+		case !s.gone:
+			s.predBytes = predBytes
+			e.resizeLocked(s)
+			e.enforceBudgetLocked(now)
+		case e.sessions[s.id] == nil && e.opts.Predictor != nil:
+			// Dropped while the predictor observed it, which
+			// made the predictor remember it again.
+			e.forget = append(e.forget, s.id)
+		}
+	}
+	if len(preds) == 0 || s.gone || e.closed || e.quiet {
 		return
 	}
 	// Loaded under e.mu: SetPolicy cancels what a new policy forbids under
@@ -272,7 +287,11 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		req:     c.req,
 		from:    s.id,
 		seq:     seq,
+
+		utilityAt: -1,
+		filedAt:   -1,
 	}
+	e.byUtility.add(en)
 	en.fp = c.rule.Footprint(json.RawMessage(c.key.Args))
 	en.window = s.results
 	if c.rule.Shared {
@@ -314,6 +333,17 @@ func (e *Engine) joinLocked(en *entry, c candidate) {
 	en.origins |= c.origins
 	en.p = max(en.p, c.pred.P)
 	en.utility = max(en.utility, c.utility)
+	e.byUtility.fix(en)
+	e.filed.fix(en)
+}
+
+// predictorBytes returns what the predictor keeps for a session, or -1 if
+// it does not say.
+func (e *Engine) predictorBytes(session string) int64 {
+	if sz, ok := e.opts.Predictor.(SessionSizer); ok {
+		return sz.SessionBytes(session)
+	}
+	return -1
 }
 
 func (e *Engine) startDeadlineLocked(tool string) time.Duration {
@@ -400,7 +430,8 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 		if en.sess != nil {
 			en.sess.bytes += en.size
 		}
-		e.enforceBytesLocked(en.sess)
+		e.filed.add(en)
+		e.enforceBytesLocked(en.sess, now)
 	}
 	e.unlock()
 	if resp.RetryAfter > 0 {
@@ -425,7 +456,7 @@ func (e *Engine) makeRoomLocked(s *session, shared bool, u float64) bool {
 		}
 	}
 	for e.count >= e.opts.MaxEntries {
-		v := e.globalLowestLocked(nil)
+		v := e.byUtility.top()
 		if v == nil || v.utility >= u {
 			return false
 		}
@@ -434,9 +465,10 @@ func (e *Engine) makeRoomLocked(s *session, shared bool, u float64) bool {
 	return true
 }
 
-// enforceBytesLocked evicts the lowest-utility completed results until the
-// session's and the global byte limits hold.
-func (e *Engine) enforceBytesLocked(s *session) {
+// enforceBytesLocked evicts the lowest-utility completed results of session
+// s until its byte limit holds, then keeps the global budget
+// (enforceBudgetLocked).
+func (e *Engine) enforceBytesLocked(s *session, now time.Time) {
 	done := func(en *entry) bool { return en.done }
 	for s != nil && s.bytes > e.opts.MaxSessionBytes {
 		v := lowest(s.entries, done)
@@ -445,15 +477,10 @@ func (e *Engine) enforceBytesLocked(s *session) {
 		}
 		e.removeLocked(v, OutcomeEvicted)
 	}
-	for e.bytes > e.opts.MaxBytes {
-		v := e.globalLowestLocked(done)
-		if v == nil {
-			break
-		}
-		e.removeLocked(v, OutcomeEvicted)
-	}
+	e.enforceBudgetLocked(now)
 }
 
+// lowest scans one session's entries (at most MaxSessionEntries).
 func lowest(m map[callkey.Key]*entry, keep func(*entry) bool) *entry {
 	var v *entry
 	for _, en := range m {
@@ -462,16 +489,6 @@ func lowest(m map[callkey.Key]*entry, keep func(*entry) bool) *entry {
 		}
 		if v == nil || en.utility < v.utility {
 			v = en
-		}
-	}
-	return v
-}
-
-func (e *Engine) globalLowestLocked(keep func(*entry) bool) *entry {
-	v := lowest(e.shared, keep)
-	for _, s := range e.sessions {
-		if w := lowest(s.entries, keep); w != nil && (v == nil || w.utility < v.utility) {
-			v = w
 		}
 	}
 	return v

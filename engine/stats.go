@@ -75,6 +75,8 @@ type Totals struct {
 	// included); Warmups counts warm-ups requested; Declined counts
 	// predictions not run for want of amplification budget.
 	SpecStarted, Warmups, Declined int64
+	// SessionsEvicted counts sessions dropped for MaxSessions or MaxBytes.
+	SessionsEvicted int64
 	// Outcomes counts the fates of speculative entries.
 	Outcomes map[Outcome]int64
 	// Saved is the tool time agents did not wait; Wasted the time spent
@@ -113,9 +115,11 @@ type Stats struct {
 	// from (an execution several origins predicted counts for each).
 	Origins map[predict.Origin]OriginStats
 	// Sessions, Entries and Bytes are the live sessions and speculative
-	// entries and the bytes those hold.
-	Sessions, Entries int
-	Bytes             int64
+	// entries and the bytes those entries hold; SessionBytes is what the
+	// sessions hold beside them (conversation windows, the predictor's
+	// state). Bytes + SessionBytes stays within Options.MaxBytes.
+	Sessions, Entries   int
+	Bytes, SessionBytes int64
 }
 
 // Stats returns a snapshot of the engine's counters.
@@ -129,6 +133,7 @@ func (e *Engine) Stats() Stats {
 		Entries:  e.count,
 		Bytes:    e.bytes,
 	}
+	st.SessionBytes = e.sessBytes
 	st.Outcomes = maps.Clone(e.totals.Outcomes)
 	st.Origins = make(map[predict.Origin]OriginStats, len(e.origins))
 	for o, os := range e.origins {
@@ -255,7 +260,14 @@ func argsDigest(args string) string {
 func (e *Engine) unlock() {
 	evs := e.pending
 	e.pending = nil
+	forget := e.forget
+	e.forget = nil
 	e.mu.Unlock()
+	// A session dropped here may have been started again since: it then
+	// loses what the predictor knew of it, no more.
+	for _, id := range forget {
+		e.opts.Predictor.Forget(id)
+	}
 	if e.opts.Recorder == nil {
 		return
 	}

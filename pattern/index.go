@@ -501,6 +501,21 @@ func (p *Payload) Reset(ev *trace.Event) {
 	p.more = more[:0]
 }
 
+// Retained is the memory the payload's memos hold beyond the event they
+// view (decoded strings and the memos past the first eight), in bytes:
+// what a holder of the payload keeps besides the event's own Args and
+// Output.
+func (p *Payload) Retained() int64 {
+	n := int64(cap(p.more)) * int64(unsafe.Sizeof(memo{}))
+	for i := range p.nmemo {
+		n += int64(len(p.memos[i].s))
+	}
+	for i := range p.more {
+		n += int64(len(p.more[i].s))
+	}
+	return n
+}
+
 // outputIsJSON reports whether the output is a JSON document (an object or
 // an array), as opposed to text.
 func (p *Payload) outputIsJSON() bool {

@@ -253,3 +253,7 @@ func (l *Learner) CheckpointEvery(ctx context.Context, path string, interval tim
 		}
 	}
 }
+
+// SessionBytes is what the served patterns keep for the session
+// (Online.SessionBytes).
+func (l *Learner) SessionBytes(session string) int64 { return l.cur.Load().SessionBytes(session) }

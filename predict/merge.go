@@ -114,6 +114,18 @@ func (j *Joined) Forget(session string) {
 	}
 }
 
+// SessionBytes adds up what the parts that measure their per-session state
+// (SessionBytes(session) int64) hold for a session.
+func (j *Joined) SessionBytes(session string) int64 {
+	var n int64
+	for _, p := range j.parts {
+		if m, ok := p.(interface{ SessionBytes(string) int64 }); ok {
+			n += m.SessionBytes(session)
+		}
+	}
+	return n
+}
+
 func (j *Joined) ask(f func(Part) []Prediction) []Prediction {
 	if len(j.parts) == 1 {
 		return f(j.parts[0])

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
@@ -58,9 +59,13 @@ type Online struct {
 	opts OnlineOptions
 	k    int // window length
 
-	mu       sync.Mutex // protects sessions and clock
+	mu       sync.Mutex // protects sessions and the recency list
 	sessions map[string]*session
-	clock    uint64
+	// lru is the sentinel of the sessions' recency list: lru.next is the
+	// most recently active, lru.prev the least, so that the bound evicts in
+	// O(1) (an engine keeping more sessions than MaxSessions hits it at
+	// every new session).
+	lru session
 
 	saveMu sync.Mutex // serialises checkpoints
 }
@@ -69,6 +74,7 @@ var _ interface {
 	Observe(trace.Event) []Prediction
 	Start(string) []Prediction
 	Forget(string)
+	SessionBytes(string) int64
 } = (*Online)(nil)
 
 // NewOnline returns a predictor serving the pool. opts may be nil.
@@ -78,6 +84,7 @@ func NewOnline(pool *pattern.Pool, opts *OnlineOptions) (*Online, error) {
 		return nil, err
 	}
 	o := &Online{x: x, sessions: make(map[string]*session)}
+	o.lru.next, o.lru.prev = &o.lru, &o.lru
 	if opts != nil {
 		o.opts = *opts
 	}
@@ -107,9 +114,10 @@ func (o *Online) Index() *pattern.Index { return o.x }
 
 // session is one session's state.
 type session struct {
-	mu      sync.Mutex // serialises Observe for the session; protects all below
-	lastUse uint64     // under Online.mu
-	n       int        // events observed
+	id         string
+	prev, next *session   // the recency list, under Online.mu
+	mu         sync.Mutex // serialises Observe for the session; protects all below
+	n          int        // events observed
 	// ring holds the last k events (the window), oldest at head.
 	ring []*slot
 	head int
@@ -168,39 +176,86 @@ type predKey struct {
 func (o *Online) session(id string) *session {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.clock++
 	s, ok := o.sessions[id]
 	if !ok {
 		if len(o.sessions) >= o.opts.MaxSessions {
-			o.evictLocked()
+			o.forgetLocked(o.lru.prev) // the least recently active
 		}
-		s = &session{last: make(map[int32][]*slot), used: make(map[uint64]int), preds: make(map[predKey]int),
+		s = &session{id: id, last: make(map[int32][]*slot), used: make(map[uint64]int), preds: make(map[predKey]int),
 			recent: make([]firings, max(o.x.Horizon(), 1))}
 		o.sessions[id] = s
+	} else {
+		s.prev.next, s.next.prev = s.next, s.prev
 	}
-	s.lastUse = o.clock
+	s.prev, s.next = &o.lru, o.lru.next
+	o.lru.next.prev = s
+	o.lru.next = s
 	return s
 }
 
-// evictLocked forgets the least recently active session. It scans, but
-// only when the bound is hit, which a working engine (it calls Forget)
-// rarely lets happen.
-func (o *Online) evictLocked() {
-	var oldest string
-	var at uint64
-	for id, s := range o.sessions {
-		if oldest == "" || s.lastUse < at {
-			oldest, at = id, s.lastUse
-		}
+func (o *Online) forgetLocked(s *session) {
+	if s == nil || s == &o.lru {
+		return
 	}
-	delete(o.sessions, oldest)
+	s.prev.next, s.next.prev = s.next, s.prev
+	s.prev, s.next = nil, nil
+	delete(o.sessions, s.id)
 }
 
 // Forget drops a session's state.
 func (o *Online) Forget(session string) {
 	o.mu.Lock()
-	delete(o.sessions, session)
+	o.forgetLocked(o.sessions[session])
 	o.mu.Unlock()
+}
+
+// SessionBytes estimates the memory a session's state holds, in bytes:
+// the events its window and per-signature memory keep (their arguments
+// and outputs, which Observe retains, and what their payloads decoded),
+// the calls it remembers, and a fixed overhead. The state is bounded (k +
+// Σ History events, MaxCalls calls), but outputs are as large as tools
+// make them: an engine adds this to its memory budget. 0 for an unknown
+// session.
+func (o *Online) SessionBytes(session string) int64 {
+	o.mu.Lock()
+	s := o.sessions[session]
+	o.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := int64(sessionOverhead) + int64(cap(s.order))*8 + int64(len(s.used))*mapEntryBytes +
+		int64(cap(s.free))*8 + int64(len(s.free))*int64(unsafe.Sizeof(slot{})) +
+		int64(cap(s.window))*4 + int64(cap(s.scored))*int64(unsafe.Sizeof(scored{}))
+	for i := range s.recent {
+		n += int64(cap(s.recent[i].fs))*int64(unsafe.Sizeof(firing{})) + int64(cap(s.recent[i].hashes))*8
+	}
+	for _, sl := range s.ring {
+		n += sl.bytes()
+	}
+	for _, l := range s.last {
+		n += int64(cap(l)) * 8
+		for _, sl := range l {
+			if sl.refs == 1 { // not also in the window, counted above
+				n += sl.bytes()
+			}
+		}
+	}
+	return n
+}
+
+// sessionOverhead and mapEntryBytes approximate a session's fixed cost
+// and the cost of one map entry, in bytes.
+const (
+	sessionOverhead = 2048
+	mapEntryBytes   = 48
+)
+
+func (sl *slot) bytes() int64 {
+	ev := &sl.ev
+	return int64(unsafe.Sizeof(*sl)) + int64(len(ev.Args)+len(ev.Output)+len(ev.Content)+len(ev.Tool)+
+		len(ev.Session)+len(ev.TS)+len(ev.ResultTS)) + sl.pay.Retained()
 }
 
 // Observe records an authoritative event and returns the predicted next

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -475,5 +476,33 @@ func TestNGramStart(t *testing.T) {
 	}
 	if got := NewNGram(3).Start("n"); got != nil {
 		t.Errorf("untrained Start: %+v", got)
+	}
+}
+
+func TestOnlineSessionBytes(t *testing.T) {
+	o, err := NewOnline(minePool(t, testdata("list.jsonl")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.SessionBytes("s"); got != 0 {
+		t.Errorf("SessionBytes of an unknown session = %d, want 0", got)
+	}
+	big := `{"items": [{"name": "p"}], "pad": "` + strings.Repeat("x", 64<<10) + `"}`
+	o.Observe(ev("s", 0, "list_items", `{}`, big))
+	one := o.SessionBytes("s")
+	if one < 64<<10 {
+		t.Errorf("SessionBytes after a 64 KiB output = %d, want at least %d: the output is retained", one, 64<<10)
+	}
+	// The window and the per-signature memory are bounded: however many
+	// large outputs come, the state stays within a few events' worth.
+	for i := range 100 {
+		o.Observe(ev("s", i+1, "list_items", `{}`, big))
+	}
+	if got, limit := o.SessionBytes("s"), int64(o.k+4)*one; got > limit {
+		t.Errorf("SessionBytes after 101 outputs of 64 KiB = %d, want at most %d", got, limit)
+	}
+	o.Forget("s")
+	if got := o.SessionBytes("s"); got != 0 {
+		t.Errorf("SessionBytes after Forget = %d, want 0", got)
 	}
 }

@@ -26,6 +26,9 @@ type PoolOptions struct {
 	CheckpointEvery time.Duration
 	// MaxPredictions caps the predictions per event (0: the default).
 	MaxPredictions int
+	// MaxSessions bounds the sessions tracked (0: the default); give the
+	// engine's, which drops sessions and makes the predictor forget them.
+	MaxSessions int
 	// Recorded, with Learn, returns the recorded sessions new patterns
 	// are mined from besides those observed (LearnerOptions.Recorded).
 	Recorded func() ([]trace.Session, error)
@@ -75,14 +78,14 @@ func Serve(opts PoolOptions) (*Served, error) {
 	}
 	s := &Served{stop: func() {}}
 	if !opts.Learn {
-		o, err := NewOnline(pool, &OnlineOptions{Frozen: true, MaxPredictions: opts.MaxPredictions})
+		o, err := NewOnline(pool, &OnlineOptions{Frozen: true, MaxPredictions: opts.MaxPredictions, MaxSessions: opts.MaxSessions})
 		if err != nil {
 			return nil, fmt.Errorf("patterns: %s: %w", opts.Path, err)
 		}
 		s.predictor, s.patterns = o, o.Index().Len
 		return s, s.join(pool, opts)
 	}
-	l, err := NewLearner(pool, &LearnerOptions{Online: OnlineOptions{MaxPredictions: opts.MaxPredictions}, Recorded: opts.Recorded, Logger: log})
+	l, err := NewLearner(pool, &LearnerOptions{Online: OnlineOptions{MaxPredictions: opts.MaxPredictions, MaxSessions: opts.MaxSessions}, Recorded: opts.Recorded, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("patterns: %s: %w", opts.Path, err)
 	}
@@ -136,4 +139,18 @@ func (s *Served) Close() error {
 		return fmt.Errorf("patterns: final checkpoint: %w", s.err)
 	}
 	return nil
+}
+
+// sessionSizer is a predictor that can say what it keeps for a session.
+type sessionSizer interface {
+	SessionBytes(session string) int64
+}
+
+// SessionBytes is what the served predictors keep for the session, as far
+// as they can say (the engine counts it in its memory budget).
+func (s *Served) SessionBytes(session string) int64 {
+	if z, ok := s.predictor.(sessionSizer); ok {
+		return z.SessionBytes(session)
+	}
+	return 0
 }

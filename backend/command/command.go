@@ -1,5 +1,3 @@
-//go:build unix
-
 // Package command is the exec backend: each tool call runs a local command
 // with the arguments JSON on its standard input; its standard output is the
 // tool's output.
@@ -29,7 +27,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -163,7 +160,7 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 	if req.Speculative {
 		cmd.Env = append(cmd.Env, "AHEAD_SPECULATIVE=1")
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newGroup(cmd)
 
 	// Our own pipes rather than exec's copying goroutines: exec.Cmd.Wait
 	// would wait for every process holding the pipes, including a
@@ -230,7 +227,7 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 	// Kill the group while its leader is unreaped (a zombie at worst), so
 	// that the group id still names only our processes. After a normal
 	// exit this kills what the command left running in the background.
-	syscall.Kill(-pid, syscall.SIGKILL)
+	killGroup(cmd, pid)
 	<-exited
 	exitErr := reap(cmd, waitErr)
 
@@ -271,8 +268,8 @@ func failure(stdout []byte, ee *exec.ExitError, stderr string) string {
 	if len(stdout) > 0 && stdout[len(stdout)-1] != '\n' {
 		b.WriteByte('\n')
 	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		fmt.Fprintf(&b, "killed by signal %v", ws.Signal())
+	if sig, ok := signalled(ee); ok {
+		fmt.Fprintf(&b, "killed by signal %v", sig)
 	} else {
 		fmt.Fprintf(&b, "exit status %d", ee.ExitCode())
 	}

@@ -106,7 +106,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 
 	var pred *predict.Served
 	if patterns != nil {
-		if pred, err = loadPredictor(patterns, *tracesDir, logger); err != nil {
+		if pred, err = loadPredictor(patterns, *tracesDir, 0, logger); err != nil {
 			return err
 		}
 		if patterns.Learn && *tracesDir == "" {

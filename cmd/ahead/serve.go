@@ -217,7 +217,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		if cfg.Traces != nil {
 			dir = cfg.Traces.Dir
 		}
-		if st.predictor, err = loadPredictor(cfg.Patterns, dir, logger); err != nil {
+		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, logger); err != nil {
 			return nil, err
 		}
 	}

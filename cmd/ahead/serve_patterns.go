@@ -21,9 +21,9 @@ const learnCalls = 20000
 // calls of this run and, when tracesDir is set, from the most recent
 // recordings there: ahead mcp serves one session per process, so only the
 // recordings show a pattern recur.
-func loadPredictor(pc *config.Patterns, tracesDir string, logger *slog.Logger) (*predict.Served, error) {
+func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, logger *slog.Logger) (*predict.Served, error) {
 	opts := predict.PoolOptions{Path: pc.Pool, Learn: pc.Learn, Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
-		MaxPredictions: pc.MaxPredictions, Logger: logger, Parts: conversationParts}
+		MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions, Logger: logger, Parts: conversationParts}
 	if tracesDir != "" {
 		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }
 	}
