@@ -30,6 +30,20 @@ type Stats struct {
 	Entries            int                  `json:"entries"`
 	Bytes              int64                `json:"bytes"`
 	Tools              map[string]ToolStats `json:"tools"`
+	// Origins splits speculation by what predicted it (pattern, message,
+	// stream, speculator); work several origins predicted counts for each.
+	Origins map[string]OriginStats `json:"origins,omitempty"`
+}
+
+// OriginStats is what the predictions of one origin led to.
+type OriginStats struct {
+	Offered  int64   `json:"offered"`
+	Started  int64   `json:"started"`
+	Reused   int64   `json:"reused"`
+	Promoted int64   `json:"promoted"`
+	Wasted   int64   `json:"wasted"`
+	SavedMS  float64 `json:"saved_ms"`
+	WastedMS float64 `json:"wasted_ms"`
 }
 
 // ToolStats are one tool's figures in Stats.
@@ -67,6 +81,13 @@ func NewStats(st engine.Stats) Stats {
 	}
 	for o, n := range st.Outcomes {
 		out.Outcomes[string(o)] = n
+	}
+	for o, os := range st.Origins {
+		if out.Origins == nil {
+			out.Origins = make(map[string]OriginStats, len(st.Origins))
+		}
+		out.Origins[string(o)] = OriginStats{Offered: os.Offered, Started: os.Started, Reused: os.Reused, Promoted: os.Promoted,
+			Wasted: os.Wasted, SavedMS: ms(os.Saved), WastedMS: ms(os.WastedTime)}
 	}
 	for name, t := range st.Tools {
 		out.Tools[name] = ToolStats{

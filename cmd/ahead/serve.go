@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -255,7 +256,7 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		opts.Predictor = st.predictor
 	}
 	if cfg.Speculator != nil {
-		if st.spec, err = newSpeculator(cfg.Speculator, pol, &st.eng, st.reg, logger); err != nil {
+		if st.spec, err = newSpeculator(cfg.Speculator, slices.Sorted(maps.Keys(routes)), pol, &st.eng, st.reg, logger); err != nil {
 			return nil, err
 		}
 		if st.predictor != nil {

@@ -24,7 +24,9 @@ import (
 // newSpeculator builds the fast-model speculator of cfg's speculator block;
 // eng is read when its guesses arrive, after the engine is built. It logs
 // where conversation text will be sent.
-func newSpeculator(sc *config.Speculator, pol *policy.Policy, eng **engine.Engine, reg prometheus.Registerer, logger *slog.Logger) (*speculator.Speculator, error) {
+// tools lists the tools it may guess: those the configuration's backends
+// list (by name; MCP upstreams' tools come with their sessions' calls).
+func newSpeculator(sc *config.Speculator, tools []string, pol *policy.Policy, eng **engine.Engine, reg prometheus.Registerer, logger *slog.Logger) (*speculator.Speculator, error) {
 	key := ""
 	if sc.APIKeyEnv != "" {
 		v, ok := os.LookupEnv(sc.APIKeyEnv)
@@ -42,11 +44,18 @@ func newSpeculator(sc *config.Speculator, pol *policy.Policy, eng **engine.Engin
 		MaxConcurrency:     sc.MaxConcurrency,
 		ContextTokens:      sc.ContextTokens,
 		MaxTokensPerMinute: sc.MaxTokensPerMinute,
-		Private:            func(tool string) bool { return pol.Lookup(tool).Private },
-		Offer:              func(session string, preds []predict.Prediction) { (*eng).Offer(session, preds) },
-		Conversation:       func(session string) []trace.Event { return (*eng).Conversation(session) },
-		Logger:             logger,
-		Registerer:         reg,
+		Tools: func() []speculator.Tool {
+			out := make([]speculator.Tool, len(tools))
+			for i, t := range tools {
+				out[i] = speculator.Tool{Name: t}
+			}
+			return out
+		},
+		Private:      func(tool string) bool { return pol.Lookup(tool).Private },
+		Offer:        func(session string, preds []predict.Prediction) { (*eng).Offer(session, preds) },
+		Conversation: func(session string) []trace.Event { return (*eng).Conversation(session) },
+		Logger:       logger,
+		Registerer:   reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("speculator: %w", err)
