@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -165,7 +166,16 @@ func (p *parser) execBackend(n *yaml.Node, field string) *ExecBackend {
 		case "timeout":
 			x.Timeout, _ = p.duration(v, f)
 		case "dir":
-			x.Dir, _ = p.path(v, f)
+			if d, ok := p.path(v, f); ok {
+				// Found now, not at the first call.
+				if fi, err := os.Stat(d); err != nil {
+					p.Errorf(yamlnode.Resolve(v), f, "%v", err)
+				} else if !fi.IsDir() {
+					p.Errorf(yamlnode.Resolve(v), f, "%s is not a directory", d)
+				} else {
+					x.Dir = d
+				}
+			}
 		case "env":
 			x.Env = p.stringMap(v, f, true)
 		case "max_output_bytes":

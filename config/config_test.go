@@ -393,7 +393,7 @@ func TestREADMEExample(t *testing.T) {
 		t.Fatal("README.md has no yaml block under ## Configuration")
 	}
 	env := func(name string) (string, bool) { return "x", name == "SEARCH_TOKEN" }
-	c, err := (&config.Loader{Dir: "/etc/ahead", LookupEnv: env}).Parse("README.md", []byte(block))
+	c, err := (&config.Loader{Dir: t.TempDir(), LookupEnv: env}).Parse("README.md", []byte(block))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,3 +70,16 @@ traces: {dir: t, max_files: 20}
 		t.Errorf("bad state: %v", err)
 	}
 }
+
+// TestExecDirChecked: an exec backend's working directory that does not
+// exist is found when the file is read, not at the first call.
+func TestExecDirChecked(t *testing.T) {
+	dir := t.TempDir()
+	_, err := (&config.Loader{Dir: dir}).Parse("a.yaml", []byte("backends:\n  b:\n    exec: {command: [echo], dir: ./nope}\n"))
+	if err == nil || !strings.Contains(err.Error(), "a.yaml:3:34: backends.b.exec.dir: stat ") {
+		t.Errorf("missing dir: %v, want a positioned error", err)
+	}
+	if _, err := (&config.Loader{Dir: dir}).Parse("a.yaml", []byte("backends:\n  b:\n    exec: {command: [echo], dir: .}\n")); err != nil {
+		t.Errorf("existing dir: %v", err)
+	}
+}

@@ -238,7 +238,7 @@ func (l *Learner) Checkpoint(path string) error {
 
 // CheckpointEvery checkpoints to path every interval until ctx is done,
 // then once more, as Online.CheckpointEvery does.
-func (l *Learner) CheckpointEvery(ctx context.Context, path string, interval time.Duration) error {
+func (l *Learner) CheckpointEvery(ctx context.Context, path string, interval time.Duration, failed func(error)) error {
 	if interval <= 0 {
 		return errors.New("predict: checkpoint interval must be positive")
 	}
@@ -249,7 +249,9 @@ func (l *Learner) CheckpointEvery(ctx context.Context, path string, interval tim
 		case <-ctx.Done():
 			return l.Checkpoint(path)
 		case <-t.C:
-			_ = l.Checkpoint(path)
+			if err := l.Checkpoint(path); err != nil && failed != nil {
+				failed(err)
+			}
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
@@ -97,4 +99,24 @@ func TestLearnerKeepsCounts(t *testing.T) {
 			t.Errorf("pattern %d support %d → %d: counted twice", i, pt.Support, got.Support)
 		}
 	}
+}
+
+// TestServedCountsCheckpointFailures checks that a periodic checkpoint
+// that fails is counted (and logged), not dropped.
+func TestServedCountsCheckpointFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "no-such-dir", "pool.json")
+		s, err := Serve(PoolOptions{Path: bad, Learn: true, Checkpoint: bad, CheckpointEvery: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3*time.Minute + time.Second)
+		synctest.Wait()
+		if n := s.CheckpointFailures(); n != 3 {
+			t.Errorf("%d failed checkpoints counted, want 3", n)
+		}
+		if err := s.Close(); err == nil {
+			t.Error("Close reported no error for the final checkpoint to a missing directory")
+		}
+	})
 }

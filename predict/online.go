@@ -659,9 +659,10 @@ func (o *Online) Checkpoint(path string) error {
 
 // CheckpointEvery checkpoints to path every interval until ctx is done,
 // then once more; it returns the first error of the final checkpoint or
-// ctx's. Run it in a goroutine the caller owns; failed periodic
-// checkpoints are retried at the next tick.
-func (o *Online) CheckpointEvery(ctx context.Context, path string, interval time.Duration) error {
+// ctx's. Run it in a goroutine the caller owns; a failed periodic
+// checkpoint is given to failed (nil: dropped) and retried at the next
+// tick.
+func (o *Online) CheckpointEvery(ctx context.Context, path string, interval time.Duration, failed func(error)) error {
 	if interval <= 0 {
 		return errors.New("predict: checkpoint interval must be positive")
 	}
@@ -672,7 +673,9 @@ func (o *Online) CheckpointEvery(ctx context.Context, path string, interval time
 		case <-ctx.Done():
 			return o.Checkpoint(path)
 		case <-t.C:
-			_ = o.Checkpoint(path)
+			if err := o.Checkpoint(path); err != nil && failed != nil {
+				failed(err)
+			}
 		}
 	}
 }

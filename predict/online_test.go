@@ -211,7 +211,7 @@ func TestOnlineCheckpoint(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		var cerr error
-		wg.Go(func() { cerr = o.CheckpointEvery(ctx, path, time.Minute) })
+		wg.Go(func() { cerr = o.CheckpointEvery(ctx, path, time.Minute, nil) })
 		time.Sleep(time.Minute + time.Second)
 		synctest.Wait()
 		first, err := pattern.Load(path)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahead-dev/ahead/pattern"
@@ -50,7 +51,12 @@ type Served struct {
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	err      error // of the final checkpoint, set before wg is done
+	failures atomic.Int64
 }
+
+// CheckpointFailures counts the periodic checkpoints that failed (each is
+// logged; the final one's error is Close's).
+func (s *Served) CheckpointFailures() int64 { return s.failures.Load() }
 
 type predictor interface {
 	Observe(trace.Event) []Prediction
@@ -96,7 +102,10 @@ func Serve(opts PoolOptions) (*Served, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.wg.Go(func() {
-		s.err = l.CheckpointEvery(ctx, opts.Checkpoint, opts.CheckpointEvery)
+		s.err = l.CheckpointEvery(ctx, opts.Checkpoint, opts.CheckpointEvery, func(err error) {
+			s.failures.Add(1)
+			log.Error("checkpointing patterns", "file", opts.Checkpoint, "err", err)
+		})
 		if s.err != nil {
 			log.Error("checkpointing patterns", "file", opts.Checkpoint, "err", s.err)
 		}

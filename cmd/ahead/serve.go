@@ -221,6 +221,10 @@ func openStack(ctx context.Context, cfg *config.Config, logger *slog.Logger, std
 		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, logger); err != nil {
 			return nil, err
 		}
+		p := st.predictor
+		st.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ahead_checkpoint_failures_total", Help: "Periodic checkpoints of the pattern pool that failed (each is logged).",
+		}, func() float64 { return float64(p.CheckpointFailures()) }))
 	}
 	pol := cfg.Policy
 	var mcpRoute func(string) (string, bool)
