@@ -198,6 +198,15 @@ func (c *authCall) finish(res Result, err error) {
 	e.unlock()
 	e.metrics.observeCall(c.tool, res.Source, now.Sub(c.arrive), res.Saved, err)
 	if err != nil {
+		// Not served (backend unreachable, cut off at shutdown): kept in
+		// the trace for the record, as a line mining and eval skip.
+		if e.opts.Recorder != nil {
+			ev := trace.Event{Kind: trace.KindFailed, Session: s.id, Seq: c.seq, Step: c.step, Tool: c.tool, Args: c.args,
+				Status: trace.StatusError, Output: err.Error(), TS: c.arrive.UTC().Format(time.RFC3339Nano), ResultTS: now.UTC().Format(time.RFC3339Nano)}
+			if rerr := e.opts.Recorder.Record(ev); rerr != nil {
+				e.opts.Logger.Warn("recording call", "session", s.id, "tool", c.tool, "err", rerr)
+			}
+		}
 		return
 	}
 	ev := trace.Event{

@@ -43,6 +43,11 @@ import (
 	"github.com/ahead-dev/ahead/sched"
 )
 
+// ErrShutdown is the cause a server gives the contexts of the requests it
+// cuts off at shutdown (context.WithCancelCause): their calls are answered
+// 503 rather than left without an answer.
+var ErrShutdown = errors.New("ahead: shutting down: the call was cut off after the grace period")
+
 // Engine is what the handler needs of *engine.Engine.
 type Engine interface {
 	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
@@ -266,7 +271,7 @@ func (h *Handler) callErrorCode(ctx context.Context, err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, engine.ErrUnknownTool):
 		return http.StatusNotFound
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, sched.ErrClosed):
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, sched.ErrClosed), errors.Is(context.Cause(ctx), ErrShutdown):
 		return http.StatusServiceUnavailable
 	case ctx.Err() != nil:
 		// The client gave up (or the server is closing its connection);

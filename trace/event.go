@@ -35,6 +35,11 @@ const (
 	// Lines written before kinds existed, with "speculative": true and no
 	// kind, read as this kind.
 	KindSpeculative = "speculative"
+	// KindFailed is an authoritative call that could not be served (its
+	// backend unreachable, cut off at shutdown): Output holds the error.
+	// A call line in shape, kept for the record; mining and evaluation
+	// skip it.
+	KindFailed = "failed"
 )
 
 // Roles of messages.
@@ -103,7 +108,7 @@ var (
 // fieldsOf returns the fields that a line of ev's kind defines.
 func fieldsOf(ev *Event) []string {
 	switch {
-	case ev.IsCall(), ev.Kind == KindSpeculative:
+	case ev.IsCall(), ev.Kind == KindSpeculative, ev.Kind == KindFailed:
 		return callFields
 	case ev.IsMessage():
 		return messageFields

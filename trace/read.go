@@ -386,7 +386,7 @@ func parseRaw(raw *rawEvent) (Event, *parseError) {
 		return Event{}, fieldErr("seq", "negative (%d)", *raw.Seq)
 	case raw.Kind == KindMessage:
 		return parseMessage(raw)
-	case raw.Kind != "" && raw.Kind != KindSpeculative:
+	case raw.Kind != "" && raw.Kind != KindSpeculative && raw.Kind != KindFailed:
 		// A kind this reader does not know: kept, for tools that pass
 		// lines on; consumers skip it (Event.IsCall is false).
 		return Event{Kind: raw.Kind, Session: *raw.Session, Seq: *raw.Seq, Step: raw.Step, TS: raw.TS}, nil

@@ -178,7 +178,7 @@ func EncodeLine(w io.Writer, ev Event) error {
 	switch {
 	case ev.IsMessage():
 		v = messageLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Role: ev.Role, Content: ev.Content, TS: ev.TS}
-	case !ev.IsCall() && ev.Kind != KindSpeculative:
+	case !ev.IsCall() && ev.Kind != KindSpeculative && ev.Kind != KindFailed:
 		v = otherLine(ev)
 	}
 	var err error

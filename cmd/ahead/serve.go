@@ -125,7 +125,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr,
 	if st.mcp != nil {
 		mountMCP(mux, st.mcp, st.eng)
 	}
+	// Requests live in a context the end of the grace period cancels, with
+	// a cause the API answers 503 for.
+	reqCtx, cutOff := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cutOff(nil)
 	srv := &http.Server{
+		BaseContext: func(net.Listener) context.Context { return reqCtx },
 		// Reading a request and each write of an answer are bounded per
 		// request (guard); calls and streams themselves may take as long
 		// as the tools and models do.
@@ -154,9 +159,16 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr,
 	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(grace); err != nil {
-		// Calls still running after the grace period are cut off (their
-		// contexts are cancelled, which cancels their tool calls).
-		srv.Close()
+		// Calls still running after the grace period are cut off: their
+		// contexts are cancelled, which cancels their tool calls; they
+		// are answered 503 and recorded as failed. A moment to answer,
+		// then the connections close.
+		cutOff(httpapi.ErrShutdown)
+		answer, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if srv.Shutdown(answer) != nil {
+			srv.Close()
+		}
 		<-served
 		return fmt.Errorf("shutdown: calls still in flight after %v were cancelled", cfg.ShutdownGrace)
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -438,12 +439,14 @@ speculation_policy: {tools: {fetch: {allow: true}}}
 }
 
 // TestServeGraceExpires checks that a call still running when the grace
-// period ends is cut off, and that the exit says so (code 1).
+// period ends is cut off, answered 503 and recorded as failed, and that
+// the exit says so (code 1).
 func TestServeGraceExpires(t *testing.T) {
 	tools := newToolServer(t)
 	defer close(tools.release) // after the test: lets the tool server close
-	cfg := filepath.Join(t.TempDir(), "a.yaml")
-	os.WriteFile(cfg, []byte("shutdown_grace: 50ms\nbackends: {web: {http: {url: '"+tools.URL+"/tools/{tool}'}}}\n"), 0o644)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "a.yaml")
+	os.WriteFile(cfg, []byte("shutdown_grace: 50ms\ntraces: ./traces\nbackends: {web: {http: {url: '"+tools.URL+"/tools/{tool}'}}}\n"), 0o644)
 	s := startAheadServe(t, "--config", cfg, "--listen", "127.0.0.1:0")
 	slow := make(chan answer, 1)
 	go func() {
@@ -462,8 +465,18 @@ func TestServeGraceExpires(t *testing.T) {
 	if code != 1 || !strings.Contains(s.logText(), "shutdown: calls still in flight after 50ms were cancelled") {
 		t.Errorf("exit %d, log:\n%s\nwant 1 and the calls cut off named", code, s.logText())
 	}
-	if a := <-slow; a.Error == "" {
-		t.Errorf("the cut-off call got an answer: %+v", a)
+	if a := <-slow; a.Code != http.StatusServiceUnavailable {
+		t.Errorf("the cut-off call got %+v, want a 503", a)
+	}
+	var kinds []string
+	for ev, err := range trace.NewReader(nil).Events(filepath.Join(dir, "traces")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, ev.Kind+" "+ev.Tool)
+	}
+	if !slices.Contains(kinds, "failed slow") {
+		t.Errorf("traces hold %q, want the cut-off call recorded as failed", kinds)
 	}
 }
 
