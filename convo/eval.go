@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/callkey"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
 // EvalOptions configure Evaluate; nil fields mean defaults.
 type EvalOptions struct {
-	Pattern *pattern.Options
+	Pattern *mine.Options
 	Mine    *MineOptions
 	Predict *Options
 }
@@ -72,7 +72,7 @@ func Evaluate(train, test []trace.Session, opts *EvalOptions) (*Report, error) {
 		opts = &EvalOptions{}
 	}
 	t0 := time.Now()
-	pool, err := pattern.Mine(train, opts.Pattern)
+	pool, err := mine.Mine(train, opts.Pattern)
 	if err != nil {
 		return nil, fmt.Errorf("mining patterns: %w", err)
 	}

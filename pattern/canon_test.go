@@ -27,23 +27,3 @@ func FuzzCanonicalArgs(f *testing.F) {
 		}
 	})
 }
-
-// FuzzCanonValue checks the value encoder against callkey's.
-func FuzzCanonValue(f *testing.F) {
-	for _, s := range []string{
-		`{"b": [1, {"d": "x\u00e9", "c": null}], "a": true}`, `[ "\ud83d\ude00", 1e5, -0 ]`, `"\ud800"`, `{"a":1,"a":2}`,
-		`{"a" 1}`, `[1,]`, `{"\u0062":1,"a":2}`, "\"\xff\"", `{"a":{"b":{"c":[[]]}}}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := canonValue(b)
-		want, err := callkey.CanonicalValue(bytes.TrimSpace(b))
-		if ok != (err == nil) {
-			t.Fatalf("canonValue(%q) ok=%v, callkey error %v", b, ok, err)
-		}
-		if ok && !bytes.Equal(got, want) {
-			t.Fatalf("canonValue(%q) = %q, callkey says %q", b, got, want)
-		}
-	})
-}

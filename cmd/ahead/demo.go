@@ -10,7 +10,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/bench"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -47,7 +47,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 }
 
 func demo(ctx context.Context, e *env) error {
-	mine, err := demoSessions("demodata/mine.jsonl.gz")
+	toMine, err := demoSessions("demodata/mine.jsonl.gz")
 	if err != nil {
 		return err
 	}
@@ -68,15 +68,15 @@ func demo(ctx context.Context, e *env) error {
 		return err
 	}
 	t0 := time.Now()
-	pool, err := pattern.Mine(mine, nil)
+	pool, err := mine.Mine(toMine, nil)
 	if err != nil {
 		return fmt.Errorf("mining: %w", err)
 	}
-	if _, err := mineConversation(pool, mine); err != nil {
+	if _, err := mineConversation(pool, toMine); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "Mined %d patterns from %d real tau2 sessions in %.1fs; replaying %d sessions of other tasks\n",
-		len(pool.Patterns), len(mine), time.Since(t0).Seconds(), len(sessions))
+		len(pool.Patterns), len(toMine), time.Since(t0).Seconds(), len(sessions))
 	fmt.Fprintf(e.stdout, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
 
 	rep, err := runWithProgress(ctx, e, sessions, &bench.Options{
@@ -84,7 +84,7 @@ func demo(ctx context.Context, e *env) error {
 			_, p, err := newPredictor(pool, nil)
 			return p, err
 		},
-		Mine:        mine,
+		Mine:        toMine,
 		Policy:      pol,
 		Latency:     lat,
 		TimeScale:   demoTimeScale,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -160,7 +161,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if len(sessions) == 0 {
 		return errors.New("no sessions to mine (check the trace files and --part)")
 	}
-	opts := &pattern.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
+	opts := &mine.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
 	if e.isTerminal {
 		opts.Progress = func(done, total int) {
 			fmt.Fprintf(e.stderr, "\rmining: %d/%d contexts", done, total)
@@ -169,7 +170,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}
-	pool, err := pattern.Mine(sessions, opts)
+	pool, err := mine.Mine(sessions, opts)
 	if err != nil {
 		return err
 	}

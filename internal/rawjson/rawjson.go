@@ -1,4 +1,13 @@
-package pattern
+// Package rawjson reads JSON text without decoding it into values: it
+// steps over members and elements, follows JSON pointers, unquotes strings,
+// and tells callkey's canonical encoding apart from other JSON. The
+// predictor looks up a few paths in outputs of up to megabytes after every
+// call, and a full decode would cost more than the whole prediction
+// budget.
+//
+// The functions are forgiving: malformed input yields "not found" or a
+// best-effort value, never a panic; nothing is validated that is not read.
+package rawjson
 
 import (
 	"bytes"
@@ -11,37 +20,34 @@ import (
 	"github.com/ahead-dev/ahead/callkey"
 )
 
-// This file navigates JSON text without decoding it into maps: the
-// predictor looks up a few paths in outputs of up to megabytes after every
-// call, and a full decode would cost more than the whole prediction budget.
-// The functions are forgiving: malformed input yields "not found" or a
-// best-effort value, never a panic; nothing is validated that is not read.
+// IsSpace reports whether c is JSON whitespace.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && isSpace(data[i]) {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func SkipSpace(data []byte, i int) int {
+	for i < len(data) && IsSpace(data[i]) {
 		i++
 	}
 	return i
 }
 
-// skipValue returns the index just after the JSON value starting at or
+// SkipValue returns the index just after the JSON value starting at or
 // after i, or -1 if there is none.
-func skipValue(data []byte, i int) int {
-	i = skipSpace(data, i)
+func SkipValue(data []byte, i int) int {
+	i = SkipSpace(data, i)
 	if i >= len(data) {
 		return -1
 	}
 	switch c := data[i]; c {
 	case '"':
-		return skipString(data, i)
+		return SkipString(data, i)
 	case '{', '[':
 		depth := 0
 		for ; i < len(data); i++ {
 			switch data[i] {
 			case '"':
-				j := skipString(data, i)
+				j := SkipString(data, i)
 				if j < 0 {
 					return -1
 				}
@@ -58,7 +64,7 @@ func skipValue(data []byte, i int) int {
 		return -1
 	default:
 		j := i
-		for j < len(data) && !isSpace(data[j]) && data[j] != ',' && data[j] != '}' && data[j] != ']' && data[j] != ':' {
+		for j < len(data) && !IsSpace(data[j]) && data[j] != ',' && data[j] != '}' && data[j] != ']' && data[j] != ':' {
 			j++
 		}
 		if j == i {
@@ -68,8 +74,8 @@ func skipValue(data []byte, i int) int {
 	}
 }
 
-// skipString returns the index after the string starting at data[i] ('"').
-func skipString(data []byte, i int) int {
+// SkipString returns the index after the string starting at data[i] ('"').
+func SkipString(data []byte, i int) int {
 	for j := i + 1; j < len(data); j++ {
 		switch data[j] {
 		case '\\':
@@ -81,18 +87,18 @@ func skipString(data []byte, i int) int {
 	return -1
 }
 
-// unquote returns the content of a JSON string literal.
-func unquote(raw []byte) (string, bool) {
+// Unquote returns the content of a JSON string literal.
+func Unquote(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
 	}
 	return unquoteBody(raw[1 : len(raw)-1])
 }
 
-// unquoteLines decodes the first n lines of a JSON string literal (all of
+// UnquoteLines decodes the first n lines of a JSON string literal (all of
 // it for n < 0), and reports whether that was the whole string: a mapping
 // that reads line 0 of a kilobytes-long command need not decode the rest.
-func unquoteLines(raw []byte, n int) (s string, ok, whole bool) {
+func UnquoteLines(raw []byte, n int) (s string, ok, whole bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false, false
 	}
@@ -119,14 +125,14 @@ func unquoteLines(raw []byte, n int) (s string, ok, whole bool) {
 func unquoteBody(body []byte) (string, bool) {
 	i := bytes.IndexByte(body, '\\')
 	if i < 0 {
-		if !utf8.Valid(body) || !noControl(body) || bytes.IndexByte(body, '"') >= 0 {
+		if !utf8.Valid(body) || !NoControl(body) || bytes.IndexByte(body, '"') >= 0 {
 			return "", false
 		}
 		return string(body), true
 	}
 	// Decode escapes by hand: encoding/json's reflection costs more than
 	// the whole prediction budget on a few-kilobyte shell command.
-	if !noControl(body[:i]) || bytes.IndexByte(body[:i], '"') >= 0 {
+	if !NoControl(body[:i]) || bytes.IndexByte(body[:i], '"') >= 0 {
 		return "", false
 	}
 	out := make([]byte, i, len(body))
@@ -158,7 +164,7 @@ func unquoteBody(body []byte) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := hex4(body, i+2)
+			r, ok := Hex4(body, i+2)
 			if !ok {
 				return "", false
 			}
@@ -166,7 +172,7 @@ func unquoteBody(body []byte) (string, bool) {
 			if utf16.IsSurrogate(r) {
 				r2, ok := rune(0), false
 				if i+1 < len(body) && body[i] == '\\' && body[i+1] == 'u' {
-					r2, ok = hex4(body, i+2)
+					r2, ok = Hex4(body, i+2)
 				}
 				d := utf16.DecodeRune(r, r2)
 				if !ok || d == utf8.RuneError {
@@ -190,10 +196,10 @@ func unquoteBody(body []byte) (string, bool) {
 	return string(out), true
 }
 
-// hex4 decodes the four hex digits of a \u escape at b[i:]. (Escapes are
+// Hex4 decodes the four hex digits of a \u escape at b[i:]. (Escapes are
 // rare in the strings this decodes; callkey keeps a loop of its own on its
 // hot path.)
-func hex4(b []byte, i int) (rune, bool) {
+func Hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
@@ -201,27 +207,27 @@ func hex4(b []byte, i int) (rune, bool) {
 	return rune(v), err == nil
 }
 
-// keyEquals reports whether the raw key literal (with quotes) is key.
-func keyEquals(raw []byte, key string) bool {
+// KeyEquals reports whether the raw key literal (with quotes) is key.
+func KeyEquals(raw []byte, key string) bool {
 	body := raw[1 : len(raw)-1]
 	if bytes.IndexByte(body, '\\') < 0 {
 		return string(body) == key
 	}
-	s, ok := unquote(raw)
+	s, ok := Unquote(raw)
 	return ok && s == key
 }
 
-// eachMember calls fn for the members of the object at data (trimmed),
+// EachMember calls fn for the members of the object at data (trimmed),
 // stopping when fn returns false. It returns false if data is not an
 // object.
-func eachMember(data []byte, fn func(key, val []byte) bool) bool {
-	i := skipSpace(data, 0)
+func EachMember(data []byte, fn func(key, val []byte) bool) bool {
+	i := SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return false
 	}
 	i++
 	for {
-		i = skipSpace(data, i)
+		i = SkipSpace(data, i)
 		if i >= len(data) {
 			return false
 		}
@@ -235,17 +241,17 @@ func eachMember(data []byte, fn func(key, val []byte) bool) bool {
 		if data[i] != '"' {
 			return false
 		}
-		k := skipString(data, i)
+		k := SkipString(data, i)
 		if k < 0 {
 			return false
 		}
 		key := data[i:k]
-		i = skipSpace(data, k)
+		i = SkipSpace(data, k)
 		if i >= len(data) || data[i] != ':' {
 			return false
 		}
-		vs := skipSpace(data, i+1)
-		ve := skipValue(data, vs)
+		vs := SkipSpace(data, i+1)
+		ve := SkipValue(data, vs)
 		if ve < 0 {
 			return false
 		}
@@ -256,16 +262,16 @@ func eachMember(data []byte, fn func(key, val []byte) bool) bool {
 	}
 }
 
-// eachElem calls fn for the elements of the array at data, stopping when fn
+// EachElem calls fn for the elements of the array at data, stopping when fn
 // returns false. It returns false if data is not an array.
-func eachElem(data []byte, fn func(i int, val []byte) bool) bool {
-	i := skipSpace(data, 0)
+func EachElem(data []byte, fn func(i int, val []byte) bool) bool {
+	i := SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '[' {
 		return false
 	}
 	i++
 	for n := 0; ; {
-		i = skipSpace(data, i)
+		i = SkipSpace(data, i)
 		if i >= len(data) {
 			return false
 		}
@@ -276,7 +282,7 @@ func eachElem(data []byte, fn func(i int, val []byte) bool) bool {
 			i++
 			continue
 		}
-		e := skipValue(data, i)
+		e := SkipValue(data, i)
 		if e < 0 {
 			return false
 		}
@@ -288,12 +294,12 @@ func eachElem(data []byte, fn func(i int, val []byte) bool) bool {
 	}
 }
 
-// member returns the value of key in the object data.
-func member(data []byte, key string) ([]byte, bool) {
+// Member returns the value of key in the object data.
+func Member(data []byte, key string) ([]byte, bool) {
 	var out []byte
 	found := false
-	eachMember(data, func(k, v []byte) bool {
-		if keyEquals(k, key) {
+	EachMember(data, func(k, v []byte) bool {
+		if KeyEquals(k, key) {
 			out, found = v, true
 			return false
 		}
@@ -302,11 +308,11 @@ func member(data []byte, key string) ([]byte, bool) {
 	return out, found
 }
 
-// elem returns element n of the array data.
-func elem(data []byte, n int) ([]byte, bool) {
+// Elem returns element n of the array data.
+func Elem(data []byte, n int) ([]byte, bool) {
 	var out []byte
 	found := false
-	eachElem(data, func(i int, v []byte) bool {
+	EachElem(data, func(i int, v []byte) bool {
 		if i == n {
 			out, found = v, true
 			return false
@@ -316,13 +322,13 @@ func elem(data []byte, n int) ([]byte, bool) {
 	return out, found
 }
 
-// embedded returns the JSON document inside a string value, if the string
+// Embedded returns the JSON document inside a string value, if the string
 // holds one: outputs are often JSON documents inside strings.
-func embedded(v []byte) ([]byte, bool) {
+func Embedded(v []byte) ([]byte, bool) {
 	if len(v) == 0 || v[0] != '"' {
 		return nil, false
 	}
-	s, ok := unquote(v)
+	s, ok := Unquote(v)
 	if !ok {
 		return nil, false
 	}
@@ -333,15 +339,15 @@ func embedded(v []byte) ([]byte, bool) {
 	return []byte(t), true
 }
 
-// lookup follows path (decoded JSON-pointer tokens) from data. A token
+// Lookup follows path (decoded JSON-pointer tokens) from data. A token
 // steps into an object member or, if it is a decimal number, an array
 // element; a string holding a JSON document is stepped into transparently.
-func lookup(data []byte, path []string) ([]byte, bool) {
+func Lookup(data []byte, path []string) ([]byte, bool) {
 	cur := data
 	for _, step := range path {
 		cur = bytes.TrimSpace(cur)
 		if len(cur) > 0 && cur[0] == '"' {
-			doc, ok := embedded(cur)
+			doc, ok := Embedded(cur)
 			if !ok {
 				return nil, false
 			}
@@ -353,13 +359,13 @@ func lookup(data []byte, path []string) ([]byte, bool) {
 		var ok bool
 		switch cur[0] {
 		case '{':
-			cur, ok = member(cur, step)
+			cur, ok = Member(cur, step)
 		case '[':
 			n, err := strconv.Atoi(step)
 			if err != nil || n < 0 {
 				return nil, false
 			}
-			cur, ok = elem(cur, n)
+			cur, ok = Elem(cur, n)
 		}
 		if !ok {
 			return nil, false
@@ -368,9 +374,9 @@ func lookup(data []byte, path []string) ([]byte, bool) {
 	return bytes.TrimSpace(cur), true
 }
 
-// parsePointer splits a JSON pointer ("/a/0/b~1c") into its decoded
+// ParsePointer splits a JSON pointer ("/a/0/b~1c") into its decoded
 // tokens. "" is the whole document.
-func parsePointer(p string) ([]string, bool) {
+func ParsePointer(p string) ([]string, bool) {
 	if p == "" {
 		return nil, true
 	}
@@ -387,8 +393,8 @@ func parsePointer(p string) ([]string, bool) {
 	return parts, true
 }
 
-// pointer encodes tokens as a JSON pointer.
-func pointer(tokens []string) string {
+// Pointer encodes tokens as a JSON pointer.
+func Pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
@@ -401,11 +407,11 @@ func pointer(tokens []string) string {
 	return b.String()
 }
 
-// canonValue returns the canonical JSON of a value (see callkey): the value
+// CanonValue returns the canonical JSON of a value (see callkey): the value
 // itself when it is canonical already (always so for a string without
 // escapes, a number or a literal), else callkey's encoding. ok is false
 // for invalid JSON.
-func canonValue(raw []byte) ([]byte, bool) {
+func CanonValue(raw []byte) ([]byte, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return nil, false
@@ -415,7 +421,7 @@ func canonValue(raw []byte) ([]byte, bool) {
 		if len(raw) < 2 {
 			return nil, false
 		}
-		if bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 && skipString(raw, 0) == len(raw) && utf8.Valid(raw) && noControl(raw) {
+		if bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 && SkipString(raw, 0) == len(raw) && utf8.Valid(raw) && NoControl(raw) {
 			return raw, true
 		}
 	case c == 't' || c == 'f' || c == 'n' || c == '-' || (c >= '0' && c <= '9'):
@@ -426,14 +432,15 @@ func canonValue(raw []byte) ([]byte, bool) {
 	}
 	// Objects and arrays: already canonical (as the engine's arguments
 	// are), which a scan tells without allocating, or callkey's encoding.
-	if end, ok := canonValueEnd(raw, 0, 0); ok && end == len(raw) && utf8.Valid(raw) {
+	if end, ok := CanonicalEnd(raw, 0, 0); ok && end == len(raw) && utf8.Valid(raw) {
 		return raw, true
 	}
 	c, err := callkey.CanonicalValue(raw)
 	return c, err == nil
 }
 
-func noControl(b []byte) bool {
+// NoControl reports whether b holds no control character (below 0x20).
+func NoControl(b []byte) bool {
 	for _, c := range b {
 		if c < 0x20 {
 			return false
@@ -442,17 +449,17 @@ func noControl(b []byte) bool {
 	return true
 }
 
-// appendQuoted appends s as a canonical JSON string (callkey's escaping:
+// AppendQuoted appends s as a canonical JSON string (callkey's escaping:
 // only '"', '\\' and control characters are escaped).
-func appendQuoted(buf []byte, s string) []byte {
+func AppendQuoted(buf []byte, s string) []byte {
 	buf = append(buf, '"')
-	buf = appendEscaped(buf, s)
+	buf = AppendEscaped(buf, s)
 	return append(buf, '"')
 }
 
-// appendEscaped appends the body of s's canonical JSON string, without the
+// AppendEscaped appends the body of s's canonical JSON string, without the
 // quotes.
-func appendEscaped(buf []byte, s string) []byte {
+func AppendEscaped(buf []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -476,5 +483,5 @@ func appendEscaped(buf []byte, s string) []byte {
 	return buf
 }
 
-// quoted returns s as a canonical JSON string.
-func quoted(s string) string { return string(appendQuoted(nil, s)) }
+// Quoted returns s as a canonical JSON string.
+func Quoted(s string) string { return string(AppendQuoted(nil, s)) }

@@ -1,8 +1,11 @@
-package pattern
+package rawjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/ahead-dev/ahead/callkey"
 )
 
 func TestLookup(t *testing.T) {
@@ -25,21 +28,21 @@ func TestLookup(t *testing.T) {
 		{"/a/b/0/z", "", false},
 	}
 	for _, tt := range tests {
-		steps, ok := parsePointer(tt.path)
+		steps, ok := ParsePointer(tt.path)
 		if !ok {
 			t.Fatalf("parsePointer(%q) failed", tt.path)
 		}
-		got, ok := lookup(doc, steps)
+		got, ok := Lookup(doc, steps)
 		if ok != tt.ok || (ok && string(got) != tt.want) {
 			t.Errorf("lookup(%q) = %q, %v; want %q, %v", tt.path, got, ok, tt.want, tt.ok)
 		}
 	}
-	if p := pointer([]string{"a/b", "~", "0"}); p != "/a~1b/~0/0" {
+	if p := Pointer([]string{"a/b", "~", "0"}); p != "/a~1b/~0/0" {
 		t.Errorf("pointer = %q", p)
 	}
 	// Malformed input is "not found", never a panic.
 	for _, bad := range []string{`{"a":`, `{"a" 1}`, `[1,`, `"\`, `{`, `]`} {
-		if _, ok := lookup([]byte(bad), []string{"a", "1"}); ok {
+		if _, ok := Lookup([]byte(bad), []string{"a", "1"}); ok {
 			t.Errorf("lookup in %q found something", bad)
 		}
 	}
@@ -54,52 +57,18 @@ func TestCanonValue(t *testing.T) {
 		{`true`, `true`},
 	}
 	for _, tt := range tests {
-		got, ok := canonValue([]byte(tt.in))
+		got, ok := CanonValue([]byte(tt.in))
 		if !ok || string(got) != tt.want {
 			t.Errorf("canonValue(%s) = %s, %v; want %s", tt.in, got, ok, tt.want)
 		}
 	}
 	for _, bad := range []string{``, `{"a":1,"a":2}`, `nul`, `"unterminated`} {
-		if _, ok := canonValue([]byte(bad)); ok {
+		if _, ok := CanonValue([]byte(bad)); ok {
 			t.Errorf("canonValue(%q) accepted", bad)
 		}
 	}
-	if got := quoted("a\"b\\c\n\x01é"); got != `"a\"b\\c\n\u0001é"` {
+	if got := Quoted("a\"b\\c\n\x01é"); got != `"a\"b\\c\n\u0001é"` {
 		t.Errorf("quoted = %s", got)
-	}
-}
-
-func TestText(t *testing.T) {
-	s := "first line\n  second: src/a.py:74:def f():  \n\nlast one\n\n"
-	for _, tt := range []struct {
-		n    int
-		want string
-		ok   bool
-	}{{0, "first line", true}, {1, "second: src/a.py:74:def f():", true}, {2, "", true}, {3, "last one", true}, {4, "", false}, {-1, "last one", true}, {-3, "second: src/a.py:74:def f():", true}, {-5, "", false}} {
-		got, ok := lineAt(s, tt.n)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("lineAt(%d) = %q, %v; want %q, %v", tt.n, got, ok, tt.want, tt.ok)
-		}
-	}
-	if n := lineCount(s); n != 4 {
-		t.Errorf("lineCount = %d, want 4", n)
-	}
-	line := "second: src/a.py:74:def f():"
-	for _, tt := range []struct {
-		n    int
-		want string
-	}{{0, "second"}, {1, "src/a.py"}, {2, "74"}, {-1, "f"}, {-2, "def"}} {
-		if got, ok := tokenAt(line, tt.n); !ok || got != tt.want {
-			t.Errorf("tokenAt(%d) = %q, %v; want %q", tt.n, got, ok, tt.want)
-		}
-	}
-	if _, ok := tokenAt(line, 9); ok {
-		t.Error("tokenAt past the end succeeded")
-	}
-	for norm, want := range map[string]string{NormLower: "./src/a.py", NormClean: "src/A.py", NormBase: "A.py", NormDir: "src"} {
-		if got, _ := normalize("./src/A.py", norm); got != want && !(norm == NormLower && got == "./src/a.py") {
-			t.Errorf("normalize(%s) = %q, want %q", norm, got, want)
-		}
 	}
 }
 
@@ -110,7 +79,7 @@ func FuzzUnquote(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, ok := unquote(raw)
+		got, ok := Unquote(raw)
 		var want string
 		err := json.Unmarshal(raw, &want)
 		if len(raw) < 2 || raw[0] != '"' {
@@ -121,6 +90,26 @@ func FuzzUnquote(f *testing.F) {
 		}
 		if ok && err != nil {
 			t.Fatalf("unquote(%q) accepted what encoding/json rejects (%v)", raw, err)
+		}
+	})
+}
+
+// FuzzCanonValue checks the value encoder against callkey's.
+func FuzzCanonValue(f *testing.F) {
+	for _, s := range []string{
+		`{"b": [1, {"d": "x\u00e9", "c": null}], "a": true}`, `[ "\ud83d\ude00", 1e5, -0 ]`, `"\ud800"`, `{"a":1,"a":2}`,
+		`{"a" 1}`, `[1,]`, `{"\u0062":1,"a":2}`, "\"\xff\"", `{"a":{"b":{"c":[[]]}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := CanonValue(b)
+		want, err := callkey.CanonicalValue(bytes.TrimSpace(b))
+		if ok != (err == nil) {
+			t.Fatalf("CanonValue(%q) ok=%v, callkey error %v", b, ok, err)
+		}
+		if ok && !bytes.Equal(got, want) {
+			t.Fatalf("CanonValue(%q) = %q, callkey says %q", b, got, want)
 		}
 	})
 }
