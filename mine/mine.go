@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/internal/rawjson"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
@@ -164,7 +165,7 @@ func (m *miner) flatten(sessions []trace.Session) {
 			ev := &s.Events[i]
 			me := mevent{ev: ev, pay: pattern.MakePayload(ev), sess: int32(si), pos: int32(i)}
 			me.sig = m.c.Sign(ev.Tool, ev.Status, ev.Args)
-			if c, err := pattern.CanonicalArgs(ev.Args); err == nil {
+			if c, err := callkey.CanonicalView(ev.Args); err == nil {
 				me.argsOK = true
 				me.hash = pattern.CallHash(ev.Tool, c)
 				rawjson.EachMember(c, func(k, v []byte) bool {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/internal/rawjson"
 	"github.com/ahead-dev/ahead/internal/text"
 	"github.com/ahead-dev/ahead/pattern"
@@ -81,7 +82,7 @@ func walkJSON(x evIndex, part string, data []byte) {
 		switch v[0] {
 		case '{':
 			if len(v) <= maxKeyLen {
-				if c, ok := rawjson.CanonValue(v); ok {
+				if c, err := callkey.CanonicalValueView(v); err == nil {
 					x.add(string(c), here())
 				}
 			}
@@ -97,7 +98,7 @@ func walkJSON(x evIndex, part string, data []byte) {
 			})
 		case '[':
 			if len(v) <= maxKeyLen {
-				if c, ok := rawjson.CanonValue(v); ok {
+				if c, err := callkey.CanonicalValueView(v); err == nil {
 					x.add(string(c), here())
 				}
 			}
@@ -125,7 +126,7 @@ func walkJSON(x evIndex, part string, data []byte) {
 				indexText(x, l, s)
 			}
 		default:
-			if c, ok := rawjson.CanonValue(v); ok {
+			if c, err := callkey.CanonicalValueView(v); err == nil {
 				x.add(string(c), here())
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/internal/rawjson"
 	"github.com/ahead-dev/ahead/internal/text"
 )
@@ -327,8 +328,8 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 		if text {
 			return rawjson.AppendQuoted(buf, bytesString(raw)), true
 		}
-		c, ok := rawjson.CanonValue(raw)
-		if !ok {
+		c, err := callkey.CanonicalValueView(raw)
+		if err != nil {
 			return buf, false
 		}
 		return append(buf, c...), true

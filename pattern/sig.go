@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/internal/rawjson"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -133,8 +134,8 @@ func extract(args []byte, arg, kind string) string {
 	if kind == KindWord {
 		return ""
 	}
-	c, ok := rawjson.CanonValue(v)
-	if !ok || len(c) > maxWordLen {
+	c, err := callkey.CanonicalValueView(v)
+	if err != nil || len(c) > maxWordLen {
 		return ""
 	}
 	return string(c)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -209,7 +210,7 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	canon, err := pattern.CanonicalArgs(ev.Args)
+	canon, err := callkey.CanonicalView(ev.Args)
 	var hash uint64
 	if err == nil {
 		hash = pattern.CallHash(ev.Tool, canon)

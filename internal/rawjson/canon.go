@@ -22,60 +22,8 @@ func CanonicalEnd(b []byte, i, depth int) (int, bool) {
 		return 0, false
 	}
 	switch c := b[i]; {
-	case c == '{':
-		i++
-		if i < len(b) && b[i] == '}' {
-			return i + 1, true
-		}
-		var prev []byte
-		for {
-			if i >= len(b) || b[i] != '"' {
-				return 0, false
-			}
-			ke, ok := canonStringEnd(b, i)
-			if !ok {
-				return 0, false
-			}
-			key := b[i+1 : ke-1]
-			if bytes.IndexByte(key, '\\') >= 0 || (prev != nil && bytes.Compare(prev, key) >= 0) {
-				return 0, false // escaped keys: leave their order to callkey
-			}
-			prev = key
-			if ke >= len(b) || b[ke] != ':' {
-				return 0, false
-			}
-			ve, ok := CanonicalEnd(b, ke+1, depth+1)
-			if !ok || ve >= len(b) {
-				return 0, false
-			}
-			switch b[ve] {
-			case ',':
-				i = ve + 1
-			case '}':
-				return ve + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case c == '[':
-		i++
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			ve, ok := CanonicalEnd(b, i, depth+1)
-			if !ok || ve >= len(b) {
-				return 0, false
-			}
-			switch b[ve] {
-			case ',':
-				i = ve + 1
-			case ']':
-				return ve + 1, true
-			default:
-				return 0, false
-			}
-		}
+	case c == '{' || c == '[':
+		return canonContainerEnd(b, i, depth)
 	case c == '"':
 		return canonStringEnd(b, i)
 	case c == 't':
@@ -87,6 +35,60 @@ func CanonicalEnd(b []byte, i, depth int) (int, bool) {
 	default:
 		return numberEnd(b, i)
 	}
+}
+
+// canonContainerEnd checks the canonical object or array at b[i].
+func canonContainerEnd(b []byte, i, depth int) (int, bool) {
+	obj := b[i] == '{'
+	closer := byte(']')
+	if obj {
+		closer = '}'
+	}
+	i++
+	if i < len(b) && b[i] == closer {
+		return i + 1, true
+	}
+	var key []byte // the previous key
+	for {
+		if obj {
+			var ok bool
+			if i, key, ok = canonKeyEnd(b, i, key); !ok {
+				return 0, false
+			}
+		}
+		ve, ok := CanonicalEnd(b, i, depth+1)
+		if !ok || ve >= len(b) {
+			return 0, false
+		}
+		switch b[ve] {
+		case ',':
+			i = ve + 1
+		case closer:
+			return ve + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// canonKeyEnd checks the key at b[i], which must sort after prev, and the
+// colon after it; it returns where the value starts, and the key.
+func canonKeyEnd(b []byte, i int, prev []byte) (int, []byte, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, nil, false
+	}
+	ke, ok := canonStringEnd(b, i)
+	if !ok {
+		return 0, nil, false
+	}
+	key := b[i+1 : ke-1]
+	if bytes.IndexByte(key, '\\') >= 0 || (prev != nil && bytes.Compare(prev, key) >= 0) {
+		return 0, nil, false // escaped keys: leave their order to callkey
+	}
+	if ke >= len(b) || b[ke] != ':' {
+		return 0, nil, false
+	}
+	return ke + 1, key, true
 }
 
 func literalEnd(b []byte, i int, lit string) (int, bool) {

@@ -1,23 +1,24 @@
-// Package rawjson reads JSON text without decoding it into values: it
-// steps over members and elements, follows JSON pointers, unquotes strings,
-// and tells callkey's canonical encoding apart from other JSON. The
-// predictor looks up a few paths in outputs of up to megabytes after every
-// call, and a full decode would cost more than the whole prediction
-// budget.
+// Package rawjson is the JSON scanner of the project's one JSON toolkit
+// (callkey holds the canonical encoder). It reads JSON text without
+// decoding it into values: it steps over members and elements, follows
+// JSON pointers, decodes strings and their escapes, and tells callkey's
+// canonical encoding apart from other JSON. The predictor looks up a few
+// paths in outputs of up to megabytes after every call, and a full decode
+// would cost more than the whole prediction budget; the HTTP API steps
+// through every request body with it.
 //
-// The functions are forgiving: malformed input yields "not found" or a
+// The readers are forgiving: malformed input yields "not found" or a
 // best-effort value, never a panic; nothing is validated that is not read.
+// Its fuzz targets live with callkey's, in one corpus.
 package rawjson
 
 import (
 	"bytes"
-	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/ahead-dev/ahead/callkey"
 )
 
 // IsSpace reports whether c is JSON whitespace.
@@ -147,48 +148,14 @@ func unquoteBody(body []byte) (string, bool) {
 			i++
 			continue
 		}
-		if i+1 >= len(body) {
+		r, end, bad := Escape(body, i)
+		if bad != EscapeOK {
+			// A lone surrogate among them too: encoding/json would make
+			// it U+FFFD, merging distinct strings; callkey rejects it.
 			return "", false
 		}
-		switch e := body[i+1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := Hex4(body, i+2)
-			if !ok {
-				return "", false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if i+1 < len(body) && body[i] == '\\' && body[i+1] == 'u' {
-					r2, ok = Hex4(body, i+2)
-				}
-				d := utf16.DecodeRune(r, r2)
-				if !ok || d == utf8.RuneError {
-					// A lone surrogate: encoding/json would make it
-					// U+FFFD, merging distinct strings; callkey rejects it.
-					return "", false
-				}
-				r = d
-				i += 6
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default:
-			return "", false
-		}
-		i += 2
+		out = utf8.AppendRune(out, r)
+		i = end
 	}
 	if !utf8.Valid(out) {
 		return "", false
@@ -196,15 +163,69 @@ func unquoteBody(body []byte) (string, bool) {
 	return string(out), true
 }
 
-// Hex4 decodes the four hex digits of a \u escape at b[i:]. (Escapes are
-// rare in the strings this decodes; callkey keeps a loop of its own on its
-// hot path.)
+// EscapeError says what is wrong with an escape sequence (see Escape).
+type EscapeError uint8
+
+const (
+	EscapeOK        EscapeError = iota
+	EscapeCut                   // the input ends right after the backslash
+	EscapeUnknown               // the character after the backslash starts no JSON escape
+	EscapeHex                   // \u is not followed by four hex digits
+	EscapeSurrogate             // a \u escape of half a UTF-16 surrogate pair, alone
+)
+
+// unescaped maps the character after a backslash to what it stands for,
+// for every JSON escape but \u.
+var unescaped = [256]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// Escape decodes the escape sequence at b[i] (a backslash) and returns its
+// rune and the index after it. A \u escape of a UTF-16 surrogate must be
+// one half of a pair: decoders differ on lone ones (Go's turns them into
+// U+FFFD), so accepting them would let "\ud800" and "\ufffd" share a key.
+func Escape(b []byte, i int) (r rune, end int, bad EscapeError) {
+	if i+1 >= len(b) {
+		return 0, len(b), EscapeCut
+	}
+	if r := unescaped[b[i+1]]; r != 0 {
+		return r, i + 2, EscapeOK
+	}
+	if b[i+1] != 'u' {
+		return 0, i + 1, EscapeUnknown
+	}
+	r, ok := Hex4(b, i+2)
+	if !ok {
+		return 0, i, EscapeHex
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, i + 6, EscapeOK
+	}
+	if r < 0xdc00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+		if lo, ok := Hex4(b, i+8); ok && lo >= 0xdc00 && lo < 0xe000 {
+			return utf16.DecodeRune(r, lo), i + 12, EscapeOK
+		}
+	}
+	return 0, i, EscapeSurrogate
+}
+
+// Hex4 decodes the four hex digits of a \u escape at b[i:].
 func Hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
-	return rune(v), err == nil
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // KeyEquals reports whether the raw key literal (with quotes) is key.
@@ -407,38 +428,6 @@ func Pointer(tokens []string) string {
 	return b.String()
 }
 
-// CanonValue returns the canonical JSON of a value (see callkey): the value
-// itself when it is canonical already (always so for a string without
-// escapes, a number or a literal), else callkey's encoding. ok is false
-// for invalid JSON.
-func CanonValue(raw []byte) ([]byte, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil, false
-	}
-	switch c := raw[0]; {
-	case c == '"':
-		if len(raw) < 2 {
-			return nil, false
-		}
-		if bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 && SkipString(raw, 0) == len(raw) && utf8.Valid(raw) && NoControl(raw) {
-			return raw, true
-		}
-	case c == 't' || c == 'f' || c == 'n' || c == '-' || (c >= '0' && c <= '9'):
-		if json.Valid(raw) {
-			return raw, true
-		}
-		return nil, false
-	}
-	// Objects and arrays: already canonical (as the engine's arguments
-	// are), which a scan tells without allocating, or callkey's encoding.
-	if end, ok := CanonicalEnd(raw, 0, 0); ok && end == len(raw) && utf8.Valid(raw) {
-		return raw, true
-	}
-	c, err := callkey.CanonicalValue(raw)
-	return c, err == nil
-}
-
 // NoControl reports whether b holds no control character (below 0x20).
 func NoControl(b []byte) bool {
 	for _, c := range b {
@@ -458,30 +447,85 @@ func AppendQuoted(buf []byte, s string) []byte {
 }
 
 // AppendEscaped appends the body of s's canonical JSON string, without the
-// quotes.
+// quotes: callkey's minimal escaping, which escapes only '"', '\\' and
+// control characters.
 func AppendEscaped(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			buf = append(buf, '\\', '"')
-		case c == '\\':
-			buf = append(buf, '\\', '\\')
-		case c == '\n':
-			buf = append(buf, '\\', 'n')
-		case c == '\r':
-			buf = append(buf, '\\', 'r')
-		case c == '\t':
-			buf = append(buf, '\\', 't')
-		case c < 0x20:
-			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			buf = append(buf, c)
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && s[j] >= 0x20 && s[j] != '"' && s[j] != '\\' {
+			j++
 		}
+		buf = append(buf, s[i:j]...)
+		if j == len(s) {
+			break
+		}
+		buf = appendEscape(buf, s[j])
+		i = j + 1
 	}
 	return buf
 }
 
+// AppendRune appends r as it appears inside a canonical JSON string.
+func AppendRune(buf []byte, r rune) []byte {
+	if r >= 0x20 && r != '"' && r != '\\' {
+		return utf8.AppendRune(buf, r)
+	}
+	return appendEscape(buf, byte(r))
+}
+
+// appendEscape appends the escape of c: '"', '\\' or a control character.
+func appendEscape(buf []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	switch c {
+	case '"':
+		return append(buf, '\\', '"')
+	case '\\':
+		return append(buf, '\\', '\\')
+	case '\n':
+		return append(buf, '\\', 'n')
+	case '\r':
+		return append(buf, '\\', 'r')
+	case '\t':
+		return append(buf, '\\', 't')
+	}
+	return append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+}
+
 // Quoted returns s as a canonical JSON string.
 func Quoted(s string) string { return string(AppendQuoted(nil, s)) }
+
+// InvalidUTF8 returns the offset of the first invalid UTF-8 byte in b, or
+// -1.
+func InvalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// KindOf names the kind of the JSON value that starts with c, for error
+// messages ("an object", "a number"), or quotes c if no value starts so.
+func KindOf(c byte) string {
+	switch {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	}
+	return fmt.Sprintf("%q", c)
+}
