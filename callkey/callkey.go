@@ -375,44 +375,19 @@ func (p *parser) sortMembers(open, start int, ms []member) error {
 // kept as written: 1, 1.0 and 1e0 are different keys, and integers beyond
 // float64's precision keep every digit.
 func (p *parser) parseNumber() error {
-	d, i := p.data, p.pos
-	if d[i] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case digits() == 0:
-		p.pos = i
-		return p.unexpected("in a number (want a digit)")
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if digits() == 0 {
-			p.pos = i
+	end, bad := rawjson.NumberEnd(p.data, p.pos)
+	if bad != rawjson.NumberOK {
+		p.pos = end
+		switch bad {
+		case rawjson.NumberDigit:
+			return p.unexpected("in a number (want a digit)")
+		case rawjson.NumberFraction:
 			return p.unexpected("after a decimal point (want a digit)")
 		}
+		return p.unexpected("in an exponent (want a digit)")
 	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			p.pos = i
-			return p.unexpected("in an exponent (want a digit)")
-		}
-	}
-	p.out = append(p.out, d[p.pos:i]...)
-	p.pos = i
+	p.out = append(p.out, p.data[p.pos:end]...)
+	p.pos = end
 	return nil
 }
 

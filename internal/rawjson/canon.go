@@ -33,7 +33,8 @@ func CanonicalEnd(b []byte, i, depth int) (int, bool) {
 	case c == 'n':
 		return literalEnd(b, i, "null")
 	default:
-		return numberEnd(b, i)
+		end, bad := NumberEnd(b, i)
+		return end, bad == NumberOK
 	}
 }
 
@@ -48,13 +49,25 @@ func canonContainerEnd(b []byte, i, depth int) (int, bool) {
 	if i < len(b) && b[i] == closer {
 		return i + 1, true
 	}
-	var key []byte // the previous key
+	var prev []byte // the previous key
 	for {
 		if obj {
-			var ok bool
-			if i, key, ok = canonKeyEnd(b, i, key); !ok {
+			if i >= len(b) || b[i] != '"' {
 				return 0, false
 			}
+			ke, ok := canonStringEnd(b, i)
+			if !ok {
+				return 0, false
+			}
+			key := b[i+1 : ke-1]
+			if bytes.IndexByte(key, '\\') >= 0 || (prev != nil && bytes.Compare(prev, key) >= 0) {
+				return 0, false // escaped keys: leave their order to callkey
+			}
+			prev = key
+			if ke >= len(b) || b[ke] != ':' {
+				return 0, false
+			}
+			i = ke + 1
 		}
 		ve, ok := CanonicalEnd(b, i, depth+1)
 		if !ok || ve >= len(b) {
@@ -69,26 +82,6 @@ func canonContainerEnd(b []byte, i, depth int) (int, bool) {
 			return 0, false
 		}
 	}
-}
-
-// canonKeyEnd checks the key at b[i], which must sort after prev, and the
-// colon after it; it returns where the value starts, and the key.
-func canonKeyEnd(b []byte, i int, prev []byte) (int, []byte, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, nil, false
-	}
-	ke, ok := canonStringEnd(b, i)
-	if !ok {
-		return 0, nil, false
-	}
-	key := b[i+1 : ke-1]
-	if bytes.IndexByte(key, '\\') >= 0 || (prev != nil && bytes.Compare(prev, key) >= 0) {
-		return 0, nil, false // escaped keys: leave their order to callkey
-	}
-	if ke >= len(b) || b[ke] != ':' {
-		return 0, nil, false
-	}
-	return ke + 1, key, true
 }
 
 func literalEnd(b []byte, i int, lit string) (int, bool) {
@@ -138,8 +131,20 @@ func hexVal(c byte) byte {
 	return c - '0'
 }
 
-// numberEnd checks the JSON number grammar.
-func numberEnd(b []byte, i int) (int, bool) {
+// NumberError says where a number breaks JSON's grammar (see NumberEnd).
+type NumberError uint8
+
+const (
+	NumberOK       NumberError = iota
+	NumberDigit                // no digit where the number starts (after any '-')
+	NumberFraction             // no digit after the decimal point
+	NumberExponent             // no digit in the exponent
+)
+
+// NumberEnd checks the number at b[i:] against JSON's grammar,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns its end; or,
+// if it breaks the grammar, where and how.
+func NumberEnd(b []byte, i int) (int, NumberError) {
 	j := i
 	if j < len(b) && b[j] == '-' {
 		j++
@@ -148,20 +153,14 @@ func numberEnd(b []byte, i int) (int, bool) {
 	case j < len(b) && b[j] == '0':
 		j++
 	case j < len(b) && b[j] >= '1' && b[j] <= '9':
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
+		j = digitsEnd(b, j)
 	default:
-		return 0, false
+		return j, NumberDigit
 	}
 	if j < len(b) && b[j] == '.' {
-		j++
-		k := j
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-		if j == k {
-			return 0, false
+		k := j + 1
+		if j = digitsEnd(b, k); j == k {
+			return j, NumberFraction
 		}
 	}
 	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
@@ -170,12 +169,17 @@ func numberEnd(b []byte, i int) (int, bool) {
 			j++
 		}
 		k := j
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-		if j == k {
-			return 0, false
+		if j = digitsEnd(b, k); j == k {
+			return j, NumberExponent
 		}
 	}
-	return j, true
+	return j, NumberOK
+}
+
+// digitsEnd returns the end of the run of decimal digits at b[i:].
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }

@@ -467,10 +467,10 @@ func AppendEscaped(buf []byte, s string) []byte {
 
 // AppendRune appends r as it appears inside a canonical JSON string.
 func AppendRune(buf []byte, r rune) []byte {
-	if r >= 0x20 && r != '"' && r != '\\' {
-		return utf8.AppendRune(buf, r)
+	if r < 0x20 || r == '"' || r == '\\' {
+		return appendEscape(buf, byte(r))
 	}
-	return appendEscape(buf, byte(r))
+	return utf8.AppendRune(buf, r)
 }
 
 // appendEscape appends the escape of c: '"', '\\' or a control character.
