@@ -10,7 +10,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/convo"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
@@ -35,7 +35,7 @@ const (
 // says so on w, and replays the held-out sessions in every mode. progress
 // may be nil.
 func Demo(ctx context.Context, w io.Writer, progress func(Progress)) (*Report, error) {
-	mine, err := demoSessions("demodata/mine.jsonl.gz")
+	toMine, err := demoSessions("demodata/mine.jsonl.gz")
 	if err != nil {
 		return nil, err
 	}
@@ -56,17 +56,17 @@ func Demo(ctx context.Context, w io.Writer, progress func(Progress)) (*Report, e
 		return nil, err
 	}
 	t0 := time.Now()
-	pool, err := pattern.Mine(mine, nil)
+	pool, err := mine.Mine(toMine, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mining: %w", err)
 	}
 	// The sample carries the conversation: the first calls are predicted
 	// from what the customers said.
-	if _, err := convo.MineInto(pool, mine); err != nil {
+	if _, err := convo.MineInto(pool, toMine); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(w, "Mined %d patterns from %d real tau2 sessions in %.1fs; replaying %d sessions of other tasks\n",
-		len(pool.Patterns), len(mine), time.Since(t0).Seconds(), len(sessions))
+		len(pool.Patterns), len(toMine), time.Since(t0).Seconds(), len(sessions))
 	fmt.Fprintf(w, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
 	return Run(ctx, sessions, &Options{
 		Predictor: func() (Predictor, error) {
@@ -80,7 +80,7 @@ func Demo(ctx context.Context, w io.Writer, progress func(Progress)) (*Report, e
 			}
 			return predict.Join(online, c), nil
 		},
-		Mine:        mine,
+		Mine:        toMine,
 		Policy:      pol,
 		Latency:     lat,
 		TimeScale:   demoTimeScale,

@@ -16,6 +16,13 @@
 // small single-pass parser here is our own. It is on the path of every call
 // ahead sees, so it works in reused buffers: Make allocates only the key's
 // string.
+//
+// It is one half of the project's one JSON toolkit; the other is
+// internal/rawjson, the scanner that reads raw JSON without decoding it
+// (escapes, skipping values, paths) and tells this package's canonical
+// encoding from other JSON, which CanonicalView and CanonicalValueView use
+// to skip re-encoding. Their fuzz targets and corpus are this package's.
+// Elsewhere encoding/json serves wherever speed does not demand more.
 package callkey
 
 import (
@@ -25,8 +32,9 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/ahead-dev/ahead/internal/rawjson"
 )
 
 // ErrInvalidArgs is wrapped by every error about arguments that are not a
@@ -155,7 +163,7 @@ func (p *parser) object(data []byte) error {
 		p.out = append(p.out[:0], "{}"...)
 		return nil
 	}
-	return fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArgs, kindOf(c))
+	return fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArgs, rawjson.KindOf(c))
 }
 
 // document canonicalises one JSON value with optional surrounding space.
@@ -164,7 +172,7 @@ func (p *parser) document(data []byte) error {
 	// Checking the whole input once is cheaper than checking each string,
 	// and outside strings any non-ASCII byte is a syntax error anyway.
 	if !utf8.Valid(data) {
-		return p.errorf("invalid UTF-8 at offset %d", invalidUTF8(data))
+		return p.errorf("invalid UTF-8 at offset %d", rawjson.InvalidUTF8(data))
 	}
 	p.skipSpace()
 	if err := p.value(); err != nil {
@@ -192,16 +200,7 @@ func (p *parser) unexpected(what string) error {
 
 // skipSpace skips JSON whitespace only: bytes.TrimSpace would also skip
 // \f, \v, U+0085 and U+00A0, which JSON does not allow.
-func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
-	}
-}
+func (p *parser) skipSpace() { p.pos = rawjson.SkipSpace(p.data, p.pos) }
 
 func (p *parser) value() error {
 	if p.pos >= len(p.data) {
@@ -376,44 +375,19 @@ func (p *parser) sortMembers(open, start int, ms []member) error {
 // kept as written: 1, 1.0 and 1e0 are different keys, and integers beyond
 // float64's precision keep every digit.
 func (p *parser) parseNumber() error {
-	d, i := p.data, p.pos
-	if d[i] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case digits() == 0:
-		p.pos = i
-		return p.unexpected("in a number (want a digit)")
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if digits() == 0 {
-			p.pos = i
+	end, bad := rawjson.NumberEnd(p.data, p.pos)
+	if bad != rawjson.NumberOK {
+		p.pos = end
+		switch bad {
+		case rawjson.NumberDigit:
+			return p.unexpected("in a number (want a digit)")
+		case rawjson.NumberFraction:
 			return p.unexpected("after a decimal point (want a digit)")
 		}
+		return p.unexpected("in an exponent (want a digit)")
 	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			p.pos = i
-			return p.unexpected("in an exponent (want a digit)")
-		}
-	}
-	p.out = append(p.out, d[p.pos:i]...)
-	p.pos = i
+	p.out = append(p.out, p.data[p.pos:end]...)
+	p.pos = end
 	return nil
 }
 
@@ -450,126 +424,30 @@ func (p *parser) parseString(key bool) error {
 		if err != nil {
 			return err
 		}
-		p.out = appendRune(p.out, r)
+		p.out = rawjson.AppendRune(p.out, r)
 		if key {
 			p.keys = utf8.AppendRune(p.keys, r)
 		}
 	}
 }
 
-// escape decodes the escape sequence at p.pos. A \u escape of a UTF-16
-// surrogate must be one half of a pair: decoders differ on lone ones (Go's
-// turns them into U+FFFD), so accepting them would let "\ud800" and
-// "\ufffd" share a key.
+// escape decodes the escape sequence at p.pos (see rawjson.Escape: lone
+// UTF-16 surrogates are rejected, as decoders differ on them).
 func (p *parser) escape() (rune, error) {
-	d, at := p.data, p.pos
-	if at+1 >= len(d) {
-		p.pos = len(d)
+	at := p.pos
+	r, end, bad := rawjson.Escape(p.data, at)
+	switch bad {
+	case rawjson.EscapeOK:
+		p.pos = end
+		return r, nil
+	case rawjson.EscapeCut:
+		p.pos = len(p.data)
 		return 0, p.unexpected("in a string escape")
-	}
-	p.pos += 2
-	switch d[at+1] {
-	case '"':
-		return '"', nil
-	case '\\':
-		return '\\', nil
-	case '/':
-		return '/', nil
-	case 'b':
-		return '\b', nil
-	case 'f':
-		return '\f', nil
-	case 'n':
-		return '\n', nil
-	case 'r':
-		return '\r', nil
-	case 't':
-		return '\t', nil
-	case 'u':
-	default:
+	case rawjson.EscapeUnknown:
 		p.pos = at + 1
 		return 0, p.unexpected("in a string escape")
-	}
-	r, ok := hex4(d, at+2)
-	if !ok {
+	case rawjson.EscapeHex:
 		return 0, p.errorf("invalid \\u escape at offset %d", at)
 	}
-	p.pos = at + 6
-	if !utf16.IsSurrogate(r) {
-		return r, nil
-	}
-	if r < 0xdc00 && at+12 <= len(d) && d[at+6] == '\\' && d[at+7] == 'u' {
-		if lo, ok := hex4(d, at+8); ok && lo >= 0xdc00 && lo < 0xe000 {
-			p.pos = at + 12
-			return utf16.DecodeRune(r, lo), nil
-		}
-	}
 	return 0, p.errorf("lone UTF-16 surrogate escape at offset %d", at)
-}
-
-// appendRune appends r as it appears inside a canonical string.
-func appendRune(b []byte, r rune) []byte {
-	const hex = "0123456789abcdef"
-	switch {
-	case r == '"':
-		return append(b, `\"`...)
-	case r == '\\':
-		return append(b, `\\`...)
-	case r == '\n':
-		return append(b, `\n`...)
-	case r == '\r':
-		return append(b, `\r`...)
-	case r == '\t':
-		return append(b, `\t`...)
-	case r < 0x20:
-		return append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-	default:
-		return utf8.AppendRune(b, r)
-	}
-}
-
-func hex4(data []byte, at int) (rune, bool) {
-	if at+4 > len(data) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range data[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
-
-func invalidUTF8(data []byte) int {
-	for i := 0; i < len(data); {
-		r, n := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
-}
-
-func kindOf(c byte) string {
-	switch {
-	case c == '[':
-		return "an array"
-	case c == '"':
-		return "a string"
-	case c == 't' || c == 'f':
-		return "a boolean"
-	case c == '-' || (c >= '0' && c <= '9'):
-		return "a number"
-	default:
-		return fmt.Sprintf("%q", c)
-	}
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -434,45 +433,6 @@ func decode(t testing.TB, data []byte) any {
 		t.Fatalf("decoding %q: %v", data, err)
 	}
 	return v
-}
-
-func FuzzCanonical(f *testing.F) {
-	for _, s := range []string{
-		``, `null`, `{}`, `{"a":1}`, `{"b":[1,2.0,-0,1e5],"a":{"y":null,"x":true}}`,
-		`{"s":"\u0041\ud83d\ude00\n\"\\\/"}`, `{"a":1,"a":2}`, `{"s":"\ud800"}`, "{\"s\":\"\xff\"}",
-		`[1]`, `{"n":NaN}`, `{} x`, `{"a":[[[[[]]]]]}`, ` { "k" : "v" } `, `{"é":"中","":0}`,
-		`{"a":1 , "b" :[ ] ,"c":{}}`, `{"a":12345678901234567890123}`, "\f{}",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		got, err := Canonical(in)
-		want, refErr := refCanonical(in)
-		if (err == nil) != (refErr == nil) {
-			t.Fatalf("Canonical(%q) error = %v, reference error = %v", in, err, refErr)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrInvalidArgs) {
-				t.Fatalf("Canonical(%q) error %v does not wrap ErrInvalidArgs", in, err)
-			}
-			return
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("Canonical(%q) = %s, reference = %s", in, got, want)
-		}
-		if !json.Valid(got) || !utf8.Valid(got) {
-			t.Fatalf("Canonical(%q) = %q is not valid JSON", in, got)
-		}
-		again, err := Canonical(got)
-		if err != nil || !bytes.Equal(again, got) {
-			t.Fatalf("Canonical(%s) = %s, %v; want it unchanged", got, again, err)
-		}
-		if len(bytes.Trim(in, " \t\r\n")) > 0 && string(bytes.Trim(in, " \t\r\n")) != "null" {
-			if !cmp.Equal(decode(t, got), decode(t, in)) {
-				t.Fatalf("Canonical(%q) = %s decodes to a different value", in, got)
-			}
-		}
-	})
 }
 
 var benchArgs = map[string]string{

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/callkey"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
 // EvalOptions configure Evaluate; nil fields mean defaults.
 type EvalOptions struct {
-	Pattern *pattern.Options
+	Pattern *mine.Options
 	Mine    *MineOptions
 	Predict *Options
 }
@@ -62,7 +62,7 @@ type Report struct {
 	Calibration []CalBin `json:"calibration"`
 }
 
-// Evaluate mines patterns (pattern.Mine) and a convo model on train,
+// Evaluate mines patterns (mine.Mine) and a convo model on train,
 // replays test through trace.Known, and scores, before each call, the
 // predictions made since the previous call: the pattern predictor's (its
 // Observe of the previous call, or Start), the convo predictor's (Observe
@@ -72,7 +72,7 @@ func Evaluate(train, test []trace.Session, opts *EvalOptions) (*Report, error) {
 		opts = &EvalOptions{}
 	}
 	t0 := time.Now()
-	pool, err := pattern.Mine(train, opts.Pattern)
+	pool, err := mine.Mine(train, opts.Pattern)
 	if err != nil {
 		return nil, fmt.Errorf("mining patterns: %w", err)
 	}

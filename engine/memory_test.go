@@ -16,6 +16,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
@@ -28,11 +29,11 @@ import (
 // list's output in its window.
 func listPool(t testing.TB) *pattern.Pool {
 	t.Helper()
-	ss, err := trace.Collect(trace.NewReader(nil).Events(filepath.Join("..", "pattern", "testdata", "list.jsonl")))
+	ss, err := trace.Collect(trace.NewReader(nil).Events(filepath.Join("..", "mine", "testdata", "list.jsonl")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pattern.Mine(ss, &pattern.Options{MinSupport: 2})
+	pool, err := mine.Mine(ss, &mine.Options{MinSupport: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,4 +120,24 @@ func pct(sorted []time.Duration, p int) time.Duration {
 func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
+}
+
+// BenchmarkDecodeCall measures decoding a call request body alone: the
+// part of BenchmarkHandler that is rawjson's scanner.
+func BenchmarkDecodeCall(b *testing.B) {
+	for _, body := range []string{
+		`{"tool": "read", "args": {"path": "/src/main.go", "offset": 0, "limit": 200}}`,
+		`{"args":{"command":"cd /testbed && grep -rn \"def canonical\" --include=*.py src/ | head -50\n"},"tool":"bash"}`,
+	} {
+		b.Run(strconv.Itoa(len(body)), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			data := []byte(body)
+			for b.Loop() {
+				if _, err := httpapi.DecodeCall(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

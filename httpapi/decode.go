@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/ahead-dev/ahead/internal/rawjson"
 )
 
 // ErrBadRequest is wrapped by every error DecodeCall returns.
@@ -28,11 +29,12 @@ type Call struct {
 // the engine makes the call key.
 //
 // It is on the path of every call, so it does not use json.Decoder (whose
-// Token allocates per token): the body is validated once with json.Valid,
-// and its top level, known to be valid, is walked by hand.
+// Token allocates per token; BenchmarkHandler): the body is validated once
+// with json.Valid, and its top level, known to be valid, is stepped through
+// with rawjson's scanner.
 func DecodeCall(body []byte) (Call, error) {
 	var c Call
-	if i := invalidUTF8(body); i >= 0 {
+	if i := rawjson.InvalidUTF8(body); i >= 0 {
 		return c, badRequest("invalid UTF-8 at offset %d", i)
 	}
 	if !json.Valid(body) {
@@ -41,28 +43,25 @@ func DecodeCall(body []byte) (Call, error) {
 		}
 		return c, syntaxError(body)
 	}
-	w := walker{data: body}
-	w.space()
-	if body[w.pos] != '{' {
-		return c, badRequest(`body must be a JSON object {"tool": "...", "args": {...}}, got %s`, kindOf(body[w.pos:]))
+	i := rawjson.SkipSpace(body, 0)
+	if body[i] != '{' {
+		return c, badRequest(`body must be a JSON object {"tool": "...", "args": {...}}, got %s`, rawjson.KindOf(body[i]))
 	}
-	w.pos++
 	var seenTool, seenArgs bool
-	for {
-		w.space()
-		if body[w.pos] == '}' {
+	for i++; ; {
+		i = rawjson.SkipSpace(body, i)
+		if body[i] == '}' {
 			break
 		}
-		if body[w.pos] == ',' {
-			w.pos++
-			w.space()
+		if body[i] == ',' {
+			i = rawjson.SkipSpace(body, i+1)
 		}
-		at := w.pos
-		key := unquote(w.value())
-		w.space()
-		w.pos++ // ':'
-		w.space()
-		raw := w.value()
+		at := i
+		i = rawjson.SkipString(body, at)
+		key := unquote(body[at:i])
+		start := rawjson.SkipSpace(body, rawjson.SkipSpace(body, i)+1) // past ':'
+		i = rawjson.SkipValue(body, start)
+		raw := body[start:i]
 		switch {
 		case key == "tool":
 			if seenTool {
@@ -70,7 +69,7 @@ func DecodeCall(body []byte) (Call, error) {
 			}
 			seenTool = true
 			if raw[0] != '"' {
-				return c, badRequest(`"tool" must be a string, got %s`, kindOf(raw))
+				return c, badRequest(`"tool" must be a string, got %s`, rawjson.KindOf(raw[0]))
 			}
 			c.Tool = unquote(raw)
 			if c.Tool == "" {
@@ -87,7 +86,7 @@ func DecodeCall(body []byte) (Call, error) {
 			case 'n':
 				c.Args = nil
 			default:
-				return c, badRequest(`"args" must be a JSON object, got %s`, kindOf(raw))
+				return c, badRequest(`"args" must be a JSON object, got %s`, rawjson.KindOf(raw[0]))
 			}
 		default:
 			return c, badRequest(`unknown field %q at offset %d (want "tool" and "args")`, key, at)
@@ -99,70 +98,9 @@ func DecodeCall(body []byte) (Call, error) {
 	return c, nil
 }
 
-// walker steps through JSON already known to be valid.
-type walker struct {
-	data []byte
-	pos  int
-}
-
-func (w *walker) space() {
-	for w.pos < len(w.data) {
-		switch w.data[w.pos] {
-		case ' ', '\t', '\r', '\n':
-			w.pos++
-		default:
-			return
-		}
-	}
-}
-
-// value returns the value at pos as written, and moves past it.
-func (w *walker) value() []byte {
-	start := w.pos
-	switch w.data[w.pos] {
-	case '"':
-		w.str()
-	case '{', '[':
-		for depth := 0; ; {
-			switch w.data[w.pos] {
-			case '"':
-				w.str()
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-			}
-			w.pos++
-			if depth == 0 {
-				break
-			}
-		}
-	default: // a number or a literal
-		for w.pos < len(w.data) {
-			switch w.data[w.pos] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return w.data[start:w.pos]
-			}
-			w.pos++
-		}
-	}
-	return w.data[start:w.pos]
-}
-
-// str moves past the string at pos.
-func (w *walker) str() {
-	w.pos++
-	for w.data[w.pos] != '"' {
-		if w.data[w.pos] == '\\' {
-			w.pos++
-		}
-		w.pos++
-	}
-	w.pos++
-}
-
-// unquote decodes a valid JSON string literal.
+// unquote decodes a valid JSON string literal. Escapes are rare in these
+// names, so encoding/json decodes them; unlike rawjson.Unquote it accepts a
+// lone surrogate escape (as U+FFFD), as this API always has.
 func unquote(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw[1 : len(raw)-1])
@@ -189,38 +127,4 @@ func syntaxError(body []byte) error {
 		return badRequest("invalid JSON at offset %d: %v", max(se.Offset-1, 0), se)
 	}
 	return badRequest("invalid JSON: %v", err)
-}
-
-// kindOf names the kind of a JSON value from its first byte.
-func kindOf(raw json.RawMessage) string {
-	switch raw[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
-// invalidUTF8 returns the offset of the first invalid UTF-8 byte, or -1.
-// encoding/json would replace it silently, changing the tool name or the
-// arguments the agent sent.
-func invalidUTF8(b []byte) int {
-	if utf8.Valid(b) {
-		return -1
-	}
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }

@@ -1,53 +1,33 @@
-// Package pattern mines tool-call patterns from traces and evaluates them:
-// the (C, T, f, p) tuples of the PASTE paper, their pool file, and the
-// compiled Index a predictor serves them from.
+// Package pattern holds tool-call patterns, the (C, T, f, p) tuples of the
+// PASTE paper: their pool file, and the compiled Index a predictor serves
+// them from.
 //
 // A pattern says: when a session's recent calls match the context C (a
 // sequence of signatures), the next call is to tool T with the arguments
 // the value mappings f derive from the payloads of the matched events, with
-// probability p. Everything is discovered from the traces; nothing about
-// any tool, argument or domain is written into the code:
+// probability p. Package mine discovers them from traces; this package
+// reads and writes them and evaluates them online:
 //
-//   - Signatures are tool and status, refined by a discriminator where one
-//     argument, read whole or by its first word, takes few values across
-//     sessions and tells what happens next (a shell command's program). The
-//     number of values kept is the one that maximises the information about
-//     the next call after a BIC penalty, so identifiers, which predict only
-//     within their own task, stay out.
-//   - Phase I (PrefixSpan over the reversed windows of up to k calls before
-//     each call, plus the session start) finds the contexts with at least
-//     σ occurrences; gaps are allowed, and a context always ends with the
-//     latest call, except the session start alone: the context of a
-//     session's first call, whose patterns predict before any call (tool
-//     only, or with constant arguments, as nothing precedes).
-//   - Phase II searches, for every argument of the calls that follow a
-//     context, the events before them for the value's source: a JSON path
-//     into an output or earlier arguments (stepping into JSON documents
-//     inside strings), a list element (the first not called yet first, in
-//     one event or across the recent events of a signature, the lists the
-//     session has started on first), a line or token of a text, a
-//     normalisation (case, path clean/base/dir) and a constant frame
-//     around it (a template), or a constant. Mappings must
-//     explain varying values (else they are constants in disguise); each
-//     candidate is validated over every occurrence of the context, and the
-//     best combinations are kept.
-//   - Validation defines p: the share of the context's occurrences, among
-//     those where f could be evaluated, whose very next call is the
-//     predicted one (same call key). Where f cannot be evaluated (a list
-//     has run out), the tool's own odds are counted apart, so the predictor
-//     knows the agent is moving on. For a pattern predicting one call,
-//     the occurrences at which that call had already been made are counted
-//     apart too (Repeats): most calls are never repeated, a few always are.
+//   - Pool, Load, Save: the pool file, versioned and validated on load;
+//     encoding is deterministic, so the same pool gives the same bytes.
+//   - Signer: an event's Signature (tool, status, and a discriminator's
+//     value, such as a shell command's program).
+//   - Index: the pool compiled. Match finds the patterns whose context
+//     matches a window of signatures by hash, never scanning the pool;
+//     Eval derives the predicted calls' arguments from the matched events'
+//     Payloads, reading paths in raw JSON without decoding it; Record
+//     keeps the counts behind p up to date as the session goes on, and
+//     Snapshot writes them back into a pool.
+//   - Compiler: the same compilation and evaluation for patterns in no pool
+//     yet, with which the miner validates what it finds.
 //
-// Mining is deterministic: the same traces and options give a
-// byte-identical pool file. Text is read by line and token: a token is a
-// maximal run of letters, digits, non-ASCII bytes and the characters
-// _ . / - ~ + @ # %, so identifiers, numbers, paths and ids stay whole.
+// Text is read by line and token: a token is a maximal run of letters,
+// digits, non-ASCII bytes and the characters _ . / - ~ + @ # %, so
+// identifiers, numbers, paths and ids stay whole.
 //
 // A minimal use:
 //
-//	sessions, err := trace.Collect(trace.NewReader(nil).Events("traces/"))
-//	pool, err := pattern.Mine(sessions, nil)
-//	err = pool.Save("pool.json")
-//	// later, in the sidecar: predict.NewOnline(pool, nil)
+//	pool, err := pattern.Load("pool.json") // from ahead mine
+//	x, err := pattern.NewIndex(pool)
+//	// or, through a predictor: predict.NewOnline(pool, nil)
 package pattern

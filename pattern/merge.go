@@ -3,6 +3,8 @@ package pattern
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Merge returns base with the patterns of mined it lacks added: how a pool
@@ -38,10 +40,35 @@ func Merge(base, mined *Pool) (*Pool, error) {
 			out.Patterns = append(out.Patterns, mined.Patterns[i])
 		}
 	}
-	sortPatterns(out.Patterns)
+	SortPatterns(out.Patterns)
 	return &out, nil
 }
 
 func sameDiscriminator(a, b Discriminator) bool {
 	return a.Tool == b.Tool && a.Arg == b.Arg && a.Kind == b.Kind && slices.Equal(a.Values, b.Values)
+}
+
+// patternKey identifies a pattern by what it predicts, whatever its
+// counts: its context, tool and mappings.
+func patternKey(pt *Pattern) string {
+	return FormatContext(pt.Context) + "\x00" + pt.Tool + "\x00" + strconv.FormatBool(pt.Exact) + "\x00" + pt.MappingKey()
+}
+
+// SortPatterns puts patterns in the order of a pool file: by context,
+// tool, then tool-only first, then by mapping.
+func SortPatterns(ps []Pattern) {
+	keys := make([]string, len(ps))
+	for i := range ps {
+		keys[i] = patternKey(&ps[i])
+	}
+	idx := make([]int, len(ps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	sorted := make([]Pattern, len(ps))
+	for i, j := range idx {
+		sorted[i] = ps[j]
+	}
+	copy(ps, sorted)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/internal/rawjson"
+	"github.com/ahead-dev/ahead/internal/text"
 )
 
 // Version is the pool file format this package writes and reads.
@@ -164,6 +166,28 @@ type Mapping struct {
 	Norm   string          `json:"norm,omitempty"`
 	Prefix string          `json:"prefix,omitempty"`
 	Suffix string          `json:"suffix,omitempty"`
+}
+
+// Norm names a normalisation applied to a selected string before it is
+// placed in its template.
+const (
+	NormNone  = text.None
+	NormLower = text.Lower // strings.ToLower
+	NormUpper = text.Upper // strings.ToUpper
+	NormClean = text.Clean // path.Clean: "./a//b/" → "a/b"
+	NormBase  = text.Base  // path.Base: "src/a.py" → "a.py"
+	NormDir   = text.Dir   // path.Dir: "src/a.py" → "src"
+)
+
+// MappingKey identifies what a pattern computes its calls from: its list
+// and mappings, as JSON. Patterns of one tool with the same key give the
+// same candidates from the same events.
+func (pt *Pattern) MappingKey() string {
+	b, _ := json.Marshal(struct {
+		L *ListSource
+		A []Mapping
+	}{pt.List, pt.Args})
+	return string(b)
 }
 
 func (m *Mapping) template() bool {
@@ -365,7 +389,7 @@ func (pt *Pattern) validate() error {
 		if pt.List.Part != PartArgs && pt.List.Part != PartOutput {
 			return fmt.Errorf("list: part %q (want args or output)", pt.List.Part)
 		}
-		if _, ok := parsePointer(pt.List.Path); !ok {
+		if _, ok := rawjson.ParsePointer(pt.List.Path); !ok {
 			return fmt.Errorf("list: path %q is not a JSON pointer", pt.List.Path)
 		}
 	}
@@ -427,10 +451,10 @@ func (m *Mapping) validate(pt *Pattern) error {
 	default:
 		return fmt.Errorf("part %q (want args, output or item)", m.Part)
 	}
-	if _, ok := parsePointer(m.Path); !ok {
+	if _, ok := rawjson.ParsePointer(m.Path); !ok {
 		return fmt.Errorf("path %q is not a JSON pointer", m.Path)
 	}
-	if _, ok := normalize("", m.Norm); !ok {
+	if _, ok := text.Normalize("", m.Norm); !ok {
 		return fmt.Errorf("unknown norm %q", m.Norm)
 	}
 	return nil

@@ -7,44 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
-
-func TestPoolRoundTrip(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.jsonl")
-	pool, err := Mine(readSessions(t, files...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "pool.json")
-	if err := pool.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(pool, loaded); diff != "" {
-		t.Errorf("pool changed through its file (-saved +loaded):\n%s", diff)
-	}
-	data, _ := os.ReadFile(path)
-	if !bytes.Equal(data, encode(t, loaded)) {
-		t.Error("re-encoding a loaded pool changed its bytes")
-	}
-	// The live counts of an index snapshot back into the same pool.
-	x, err := NewIndex(loaded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(pool, x.Snapshot()); diff != "" {
-		t.Errorf("snapshot differs (-mined +snapshot):\n%s", diff)
-	}
-	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Errorf("Save left %d files behind, want only the pool", len(entries))
-	}
-}
 
 func TestDecodeErrors(t *testing.T) {
 	valid := `{"version":1,"mined":{"max_context":3,"min_support":3,"min_confidence":0.05,"sessions":1,"calls":2},"discriminators":[],"patterns":[%s]}`
@@ -95,7 +58,7 @@ func TestDecodeErrors(t *testing.T) {
 // pool it accepts compiles and survives a round trip.
 func FuzzDecode(f *testing.F) {
 	for _, name := range []string{"list", "text", "template"} {
-		data, err := os.ReadFile(filepath.Join("testdata", name+".pool.json"))
+		data, err := os.ReadFile(filepath.Join(minedPools, name+".pool.json"))
 		if err != nil {
 			f.Fatal(err)
 		}

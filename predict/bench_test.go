@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/callkey"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -55,7 +55,7 @@ func BenchmarkObserve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool, err := pattern.Mine(ss, nil)
+	pool, err := mine.Mine(ss, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

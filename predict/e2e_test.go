@@ -11,7 +11,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
@@ -21,11 +21,11 @@ import (
 // through the engine, and sees the agent's next call answered from a
 // speculative execution the pattern predicted.
 func TestMinedPredictionReusedThroughEngine(t *testing.T) {
-	ss, err := trace.Collect(trace.NewReader(nil).Events(filepath.Join("..", "pattern", "testdata", "list.jsonl")))
+	ss, err := trace.Collect(trace.NewReader(nil).Events(filepath.Join("..", "mine", "testdata", "list.jsonl")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pattern.Mine(ss, &pattern.Options{MinSupport: 2})
+	pool, err := mine.Mine(ss, &mine.Options{MinSupport: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

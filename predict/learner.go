@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -48,8 +49,8 @@ type LearnerOptions struct {
 // is shown their calls again, without learning from them twice.
 // Learner is safe for concurrent use.
 type Learner struct {
-	opts LearnerOptions
-	mine pattern.Options
+	opts     LearnerOptions
+	mineOpts mine.Options
 
 	cur atomic.Pointer[Online]
 
@@ -87,7 +88,7 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 		l.opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	// New patterns are mined as the pool was, when it says how.
-	l.mine = pattern.Options{
+	l.mineOpts = mine.Options{
 		MaxContext:    pool.Mined.MaxContext,
 		MinSupport:    pool.Mined.MinSupport,
 		MinConfidence: pool.Mined.MinConfidence,
@@ -185,14 +186,14 @@ func (l *Learner) Relearn() (int, error) {
 	}
 
 	// Mining takes a while: calls go on meanwhile, on the current pool.
-	opts := l.mine
+	opts := l.mineOpts
 	if len(base.Patterns) > 0 {
 		opts.Discriminators = base.Discriminators
 		if opts.Discriminators == nil {
 			opts.Discriminators = []pattern.Discriminator{}
 		}
 	}
-	mined, err := pattern.Mine(sessions, &opts)
+	mined, err := mine.Mine(sessions, &opts)
 	if err != nil {
 		return 0, fmt.Errorf("predict: mining observed calls: %w", err)
 	}

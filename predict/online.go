@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -264,7 +265,7 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	canon, err := pattern.CanonicalArgs(ev.Args)
+	canon, err := callkey.CanonicalView(ev.Args)
 	var hash uint64
 	if err == nil {
 		hash = pattern.CallHash(ev.Tool, canon)
@@ -288,7 +289,7 @@ func (o *Online) warm(ev trace.Event) {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if canon, err := pattern.CanonicalArgs(ev.Args); err == nil {
+	if canon, err := callkey.CanonicalView(ev.Args); err == nil {
 		s.use(pattern.CallHash(ev.Tool, canon), o.opts.MaxCalls)
 	}
 	o.push(s, ev)

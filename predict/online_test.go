@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -24,14 +25,14 @@ func minePool(t testing.TB, files ...string) *pattern.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pattern.Mine(ss, &pattern.Options{MinSupport: 2})
+	pool, err := mine.Mine(ss, &mine.Options{MinSupport: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pool
 }
 
-func testdata(name string) string { return filepath.Join("..", "pattern", "testdata", name) }
+func testdata(name string) string { return filepath.Join("..", "mine", "testdata", name) }
 
 func ev(session string, seq int, tool, args, out string) trace.Event {
 	return trace.Event{Session: session, Seq: seq, Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK, Output: out}
@@ -390,7 +391,7 @@ func startSessions() []trace.Session {
 }
 
 func TestOnlineStart(t *testing.T) {
-	pool, err := pattern.Mine(startSessions(), &pattern.Options{MinSupport: 2})
+	pool, err := mine.Mine(startSessions(), &mine.Options{MinSupport: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/bench"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/progress"
@@ -213,7 +214,7 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 	case len(f.mineFrom) > 0:
 		mt := tf
 		mt.part = map[string]string{"all": "all", "train": "test", "test": "train"}[tf.part]
-		mine, _, err := mt.load(e, f.mineFrom)
+		toMine, _, err := mt.load(e, f.mineFrom)
 		if err != nil {
 			return err
 		}
@@ -223,7 +224,7 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 				ids[s.ID] = true
 			}
 			n := 0
-			for _, s := range mine {
+			for _, s := range toMine {
 				if ids[s.ID] {
 					n++
 				}
@@ -232,17 +233,17 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 				return usageErr("--mine-from includes %d of the replayed sessions: mining on them flatters ahead (split with --part, or --allow-overlap)", n)
 			}
 		}
-		if len(mine) == 0 {
+		if len(toMine) == 0 {
 			return errors.New("--mine-from: no sessions to mine")
 		}
-		o.Mine = mine
+		o.Mine = toMine
 		t0 := time.Now()
-		p, err := pattern.Mine(mine, nil)
+		p, err := mine.Mine(toMine, nil)
 		if err != nil {
 			return fmt.Errorf("mining: %w", err)
 		}
 		pool = p
-		heard, err := mineConversation(pool, mine)
+		heard, err := mineConversation(pool, toMine)
 		if err != nil {
 			return err
 		}
@@ -250,7 +251,7 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 		if heard {
 			what = " and their conversation"
 		}
-		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns%s from %d sessions in %.1fs\n", len(p.Patterns), what, len(mine), time.Since(t0).Seconds())
+		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns%s from %d sessions in %.1fs\n", len(p.Patterns), what, len(toMine), time.Since(t0).Seconds())
 	}
 	if pool == nil {
 		if slices.Contains(o.Modes, bench.Ahead) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/progress"
 	"github.com/ahead-dev/ahead/trace"
@@ -161,10 +162,10 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if len(sessions) == 0 {
 		return errors.New("no sessions to mine (check the trace files and --part)")
 	}
-	opts := &pattern.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
+	opts := &mine.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
 	m := progress.New(e.stderr, "ahead mine", &progress.Options{Terminal: e.isTerminal})
 	opts.Progress = func(done, total int) { m.Update("contexts", done, total) }
-	pool, err := pattern.Mine(sessions, opts)
+	pool, err := mine.Mine(sessions, opts)
 	m.Done()
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -84,7 +85,7 @@ func minePool(t *testing.T, path string) {
 				Output: "page"},
 		}})
 	}
-	pool, err := pattern.Mine(sessions, nil)
+	pool, err := mine.Mine(sessions, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,14 @@
-package pattern
+package mine
 
 import (
 	"strconv"
 	"strings"
+	"unsafe"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/internal/rawjson"
+	"github.com/ahead-dev/ahead/internal/text"
+	"github.com/ahead-dev/ahead/pattern"
 )
 
 // Phase II, first half: for each argument of each call, find where in the
@@ -12,13 +18,13 @@ import (
 
 // loc is a place in an event where a value was found.
 type loc struct {
-	part string // PartArgs or PartOutput
+	part string // pattern.PartArgs or pattern.PartOutput
 	path string // JSON pointer to the value ("" for a text output)
 	// arrays lists the indices of path's tokens that step into arrays:
 	// the places where the value could be a list element.
 	arrays []int
-	sel    *TextSel // a line or token of the (text) value at path
-	norm   string   // the normalisation that produced the key
+	sel    *pattern.TextSel // a line or token of the (text) value at path
+	norm   string           // the normalisation that produced the key
 }
 
 // evIndex maps the canonical JSON of values found in one event to their
@@ -43,16 +49,18 @@ func (x evIndex) add(key string, l loc) {
 }
 
 // indexEvent builds the index of an event's arguments and output.
-func indexEvent(p *Payload) evIndex {
+func indexEvent(p *pattern.Payload) evIndex {
 	x := make(evIndex)
 	if len(p.Args) > 0 {
-		walkJSON(x, PartArgs, p.Args)
+		walkJSON(x, pattern.PartArgs, p.Args)
 	}
 	if len(p.Output) > 0 {
-		if p.outputIsJSON() {
-			walkJSON(x, PartOutput, p.Output)
+		if p.OutputIsJSON() {
+			walkJSON(x, pattern.PartOutput, p.Output)
 		} else {
-			indexText(x, loc{part: PartOutput}, bytesString(p.Output))
+			// A view, not a copy: outputs can be megabytes, and the index keeps
+			// only short keys cut from it.
+			indexText(x, loc{part: pattern.PartOutput}, unsafe.String(unsafe.SliceData(p.Output), len(p.Output)))
 		}
 	}
 	return x
@@ -69,17 +77,17 @@ func walkJSON(x evIndex, part string, data []byte) {
 		}
 		budget--
 		here := func() loc {
-			return loc{part: part, path: pointer(toks), arrays: append([]int(nil), arrays...)}
+			return loc{part: part, path: rawjson.Pointer(toks), arrays: append([]int(nil), arrays...)}
 		}
 		switch v[0] {
 		case '{':
 			if len(v) <= maxKeyLen {
-				if c, ok := canonValue(v); ok {
+				if c, err := callkey.CanonicalValueView(v); err == nil {
 					x.add(string(c), here())
 				}
 			}
-			eachMember(v, func(k, val []byte) bool {
-				name, ok := unquote(k)
+			rawjson.EachMember(v, func(k, val []byte) bool {
+				name, ok := rawjson.Unquote(k)
 				if !ok {
 					return true
 				}
@@ -90,11 +98,11 @@ func walkJSON(x evIndex, part string, data []byte) {
 			})
 		case '[':
 			if len(v) <= maxKeyLen {
-				if c, ok := canonValue(v); ok {
+				if c, err := callkey.CanonicalValueView(v); err == nil {
 					x.add(string(c), here())
 				}
 			}
-			eachElem(v, func(i int, val []byte) bool {
+			rawjson.EachElem(v, func(i int, val []byte) bool {
 				toks = append(toks, strconv.Itoa(i))
 				arrays = append(arrays, len(toks)-1)
 				walk(val, depth+1)
@@ -103,22 +111,22 @@ func walkJSON(x evIndex, part string, data []byte) {
 				return budget > 0
 			})
 		case '"':
-			if doc, ok := embedded(v); ok {
+			if doc, ok := rawjson.Embedded(v); ok {
 				walk(doc, depth+1)
 				return
 			}
-			s, ok := unquote(v)
+			s, ok := rawjson.Unquote(v)
 			if !ok {
 				return
 			}
 			l := here()
-			x.add(quoted(s), l)
+			x.add(rawjson.Quoted(s), l)
 			addNorms(x, s, l)
 			if len(s) <= maxTextIndex && strings.ContainsAny(s, " \t\n") {
 				indexText(x, l, s)
 			}
 		default:
-			if c, ok := canonValue(v); ok {
+			if c, err := callkey.CanonicalValueView(v); err == nil {
 				x.add(string(c), here())
 			}
 		}
@@ -130,61 +138,61 @@ func walkJSON(x evIndex, part string, data []byte) {
 func addNorms(x evIndex, s string, l loc) {
 	// Upper-casing is left out: it is rare, and indexing it for every
 	// token of every output would cost more than it finds.
-	for _, norm := range []string{NormLower, NormClean, NormBase, NormDir} {
-		if (norm == NormClean || norm == NormBase || norm == NormDir) && !strings.Contains(s, "/") {
+	for _, norm := range []string{pattern.NormLower, pattern.NormClean, pattern.NormBase, pattern.NormDir} {
+		if (norm == pattern.NormClean || norm == pattern.NormBase || norm == pattern.NormDir) && !strings.Contains(s, "/") {
 			continue
 		}
-		n, _ := normalize(s, norm)
+		n, _ := text.Normalize(s, norm)
 		if n != s && n != "" && n != "." && n != "/" {
 			l2 := l
 			l2.norm = norm
-			x.add(quoted(n), l2)
+			x.add(rawjson.Quoted(n), l2)
 		}
 	}
 }
 
 // indexText indexes the lines and tokens near both ends of a text.
 func indexText(x evIndex, base loc, s string) {
-	n := lineCount(s)
-	var spans []span
-	addLine := func(line string, sel TextSel) {
+	n := text.LineCount(s)
+	var spans []text.Span
+	addLine := func(line string, sel pattern.TextSel) {
 		if line == "" {
 			return
 		}
 		l := base
 		l.sel = &sel
-		x.add(quoted(line), l)
-		spans = tokenSpans(spans[:0], line)
-		if len(spans) == 1 && spans[0].start == 0 && spans[0].end == len(line) {
+		x.add(rawjson.Quoted(line), l)
+		spans = text.TokenSpans(spans[:0], line)
+		if len(spans) == 1 && spans[0].Start == 0 && spans[0].End == len(line) {
 			return // the token is the line
 		}
 		for t, sp := range spans {
-			tok := line[sp.start:sp.end]
+			tok := line[sp.Start:sp.End]
 			for _, ti := range []int{t, t - len(spans)} {
 				l := base
-				l.sel = &TextSel{Line: sel.Line, Token: &ti}
-				x.add(quoted(tok), l)
+				l.sel = &pattern.TextSel{Line: sel.Line, Token: &ti}
+				x.add(rawjson.Quoted(tok), l)
 				addNorms(x, tok, l)
 			}
 		}
 	}
 	rest := s
-	for i := 0; i < n && i < maxTextLines; i++ {
+	for i := 0; i < n && i < text.MaxLines; i++ {
 		line, tail, _ := strings.Cut(rest, "\n")
 		rest = tail
-		addLine(strings.TrimSpace(line), TextSel{Line: i})
-		if n-i <= maxTextLines {
-			addLine(strings.TrimSpace(line), TextSel{Line: i - n})
+		addLine(strings.TrimSpace(line), pattern.TextSel{Line: i})
+		if n-i <= text.MaxLines {
+			addLine(strings.TrimSpace(line), pattern.TextSel{Line: i - n})
 		}
 	}
-	if n > maxTextLines {
+	if n > text.MaxLines {
 		// The last lines, counted from the end.
 		t := strings.TrimRight(s, "\r\n")
-		for i := 1; i <= maxTextLines && i <= n-maxTextLines; i++ {
+		for i := 1; i <= text.MaxLines && i <= n-text.MaxLines; i++ {
 			j := strings.LastIndexByte(t, '\n')
 			line := t[j+1:]
 			t = t[:max(j, 0)]
-			addLine(strings.TrimSpace(line), TextSel{Line: -i})
+			addLine(strings.TrimSpace(line), pattern.TextSel{Line: -i})
 		}
 	}
 }
@@ -197,7 +205,7 @@ type rawCand struct {
 	part   string
 	path   string
 	list   string // for a list item: the list's path (path is then inside the element)
-	sel    *TextSel
+	sel    *pattern.TextSel
 	norm   string
 	prefix string
 	suffix string
@@ -216,11 +224,11 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 		// The value may be an element of a list: the same place in each
 		// element of an array the path steps through.
 		if len(l.arrays) > 0 {
-			toks, _ := parsePointer(l.path)
+			toks, _ := rawjson.ParsePointer(l.path)
 			for _, a := range l.arrays {
 				c2 := c
-				c2.list = pointer(toks[:a])
-				c2.path = pointer(toks[a+1:])
+				c2.list = rawjson.Pointer(toks[:a])
+				c2.path = rawjson.Pointer(toks[a+1:])
 				dst = append(dst, c2)
 			}
 		}
@@ -231,29 +239,29 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 	if len(v) < 2 || v[0] != '"' || len(v) > maxTemplateLen+2 {
 		return dst
 	}
-	s, ok := unquote(v)
+	s, ok := rawjson.Unquote(v)
 	if !ok {
 		return dst
 	}
-	var buf [16]span
-	try := func(sp span) {
-		if sp.start == 0 && sp.end == len(s) {
+	var buf [16]text.Span
+	try := func(sp text.Span) {
+		if sp.Start == 0 && sp.End == len(s) {
 			return // the whole value: found above
 		}
-		for _, l := range x[quoted(s[sp.start:sp.end])] {
-			add(l, s[:sp.start], s[sp.end:])
+		for _, l := range x[rawjson.Quoted(s[sp.Start:sp.End])] {
+			add(l, s[:sp.Start], s[sp.End:])
 		}
 	}
-	for _, sp := range tokenSpans(buf[:0], s) {
+	for _, sp := range text.TokenSpans(buf[:0], s) {
 		try(sp)
 		// The components of a path: a directory or file name joined into
 		// a longer path.
-		if tok := s[sp.start:sp.end]; strings.Count(tok, "/") > 0 {
-			start := sp.start
-			for i := sp.start; i <= sp.end; i++ {
-				if i == sp.end || s[i] == '/' {
-					if i > start && !(start == sp.start && i == sp.end) {
-						try(span{start, i})
+		if tok := s[sp.Start:sp.End]; strings.Count(tok, "/") > 0 {
+			start := sp.Start
+			for i := sp.Start; i <= sp.End; i++ {
+				if i == sp.End || s[i] == '/' {
+					if i > start && !(start == sp.Start && i == sp.End) {
+						try(text.Span{Start: start, End: i})
 					}
 					start = i + 1
 				}

@@ -1,6 +1,10 @@
-package pattern
+package mine
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/ahead-dev/ahead/pattern"
+)
 
 // Phase I of mining: the frequent contexts.
 //
@@ -19,8 +23,8 @@ import "slices"
 type window struct {
 	target int32 // index of the target event in the miner's flat event list
 	n      uint8
-	items  [MaxContextLimit + 1]int32 // signature ids, most recent first
-	events [MaxContextLimit + 1]int32 // their event indices (-1 for ^)
+	items  [pattern.MaxContextLimit + 1]int32 // signature ids, most recent first
+	events [pattern.MaxContextLimit + 1]int32 // their event indices (-1 for ^)
 }
 
 // occurrence is a context matched in one window.
@@ -28,7 +32,7 @@ type occurrence struct {
 	win int32
 	// emb[j] is the index in the window's items of context element j,
 	// counted from the most recent (emb[0] is always 0).
-	emb  [MaxContextLimit + 1]uint8
+	emb  [pattern.MaxContextLimit + 1]uint8
 	last uint8 // emb of the last element matched so far
 }
 
@@ -48,7 +52,7 @@ func frequentContexts(wins []window, minSup int, emit func(ctx []int32, occs []o
 		}
 	}
 	slices.Sort(firsts)
-	var ctx [MaxContextLimit + 1]int32
+	var ctx [pattern.MaxContextLimit + 1]int32
 	for _, id := range firsts {
 		ctx[0] = id
 		grow(wins, ctx[:1], groups[id], minSup, emit)
@@ -57,7 +61,7 @@ func frequentContexts(wins []window, minSup int, emit func(ctx []int32, occs []o
 
 func grow(wins []window, ctx []int32, occs []occurrence, minSup int, emit func([]int32, []occurrence)) {
 	emit(ctx, occs)
-	if len(ctx) == MaxContextLimit+1 {
+	if len(ctx) == pattern.MaxContextLimit+1 {
 		return
 	}
 	// Count, per item, the windows that hold it after the last match.

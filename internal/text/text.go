@@ -1,0 +1,139 @@
+// Package text reads text values (shell output, commands, free-text
+// fields) by line and token, as mined mappings select them and the index
+// evaluates them: both sides must cut a text the same way.
+//
+// A token is a maximal run of letters, digits, non-ASCII bytes
+// and the characters _ . / - ~ + @ # %: identifiers, numbers, file paths
+// and ids survive whole, while punctuation such as quotes, colons,
+// brackets, '=', '>' and '|' separates them ("src/a.py:74:def f():" has the
+// tokens src/a.py, 74, def and f).
+package text
+
+import (
+	"path"
+	"strings"
+)
+
+func isTokenByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c >= 0x80:
+		return true
+	}
+	switch c {
+	case '_', '.', '/', '-', '~', '+', '@', '#', '%':
+		return true
+	}
+	return false
+}
+
+// Span is a token's byte range in its line.
+type Span struct{ Start, End int }
+
+// TokenSpans appends the spans of the tokens of line to dst.
+func TokenSpans(dst []Span, line string) []Span {
+	for i := 0; i < len(line); {
+		if !isTokenByte(line[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(line) && isTokenByte(line[j]) {
+			j++
+		}
+		dst = append(dst, Span{i, j})
+		i = j
+	}
+	return dst
+}
+
+// MaxLines bounds how far from either end of a text a line selector
+// reaches: a value is found near the top or the bottom of an output, never
+// at "line 3017" of it.
+const MaxLines = 32
+
+// LineCount returns the number of lines of s, ignoring trailing newlines.
+func LineCount(s string) int {
+	s = strings.TrimRight(s, "\r\n")
+	if s == "" {
+		return 0
+	}
+	return strings.Count(s, "\n") + 1
+}
+
+// LineAt returns line n of s (n < 0 counts from the end: -1 is the last
+// line), trimmed, ignoring trailing newlines. It scans only as far as it
+// must.
+func LineAt(s string, n int) (string, bool) {
+	s = strings.TrimRight(s, "\r\n")
+	if s == "" {
+		return "", false
+	}
+	if n >= 0 {
+		for ; n > 0; n-- {
+			i := strings.IndexByte(s, '\n')
+			if i < 0 {
+				return "", false
+			}
+			s = s[i+1:]
+		}
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[:i]
+		}
+		return strings.TrimSpace(s), true
+	}
+	for ; n < -1; n++ {
+		i := strings.LastIndexByte(s, '\n')
+		if i < 0 {
+			return "", false
+		}
+		s = s[:i]
+	}
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return strings.TrimSpace(s), true
+}
+
+// TokenAt returns token n of line (n < 0 counts from the end).
+func TokenAt(line string, n int) (string, bool) {
+	var buf [32]Span
+	spans := TokenSpans(buf[:0], line)
+	if n < 0 {
+		n += len(spans)
+	}
+	if n < 0 || n >= len(spans) {
+		return "", false
+	}
+	return line[spans[n].Start:spans[n].End], true
+}
+
+// The normalisations a selected string may get before it is placed in
+// its template (pattern.NormLower and the others are these names).
+const (
+	None  = ""
+	Lower = "lower" // strings.ToLower
+	Upper = "upper" // strings.ToUpper
+	Clean = "clean" // path.Clean: "./a//b/" → "a/b"
+	Base  = "base"  // path.Base: "src/a.py" → "a.py"
+	Dir   = "dir"   // path.Dir: "src/a.py" → "src"
+)
+
+// Normalize applies the normalisation named norm to s; ok is false for
+// a name it does not know.
+func Normalize(s, norm string) (string, bool) {
+	switch norm {
+	case None:
+		return s, true
+	case Lower:
+		return strings.ToLower(s), true
+	case Upper:
+		return strings.ToUpper(s), true
+	case Clean:
+		return path.Clean(s), true
+	case Base:
+		return path.Base(s), true
+	case Dir:
+		return path.Dir(s), true
+	}
+	return "", false
+}

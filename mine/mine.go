@@ -1,0 +1,304 @@
+package mine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/internal/rawjson"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// Options tune mining. The zero value of each field means its default.
+type Options struct {
+	// MaxContext is k, the number of calls before a prediction its context
+	// may reach back (the session start comes on top); 0 means 3, at most
+	// pattern.MaxContextLimit.
+	MaxContext int
+	// MinSupport is σ, the least number of occurrences of a context, of a
+	// (context, tool) pair, and of the evaluations of a mapping; 0 means 3.
+	MinSupport int
+	// MinConfidence is τ: patterns with p below it are dropped; 0 means
+	// 0.05.
+	MinConfidence float64
+	// MaxCandidates is how many candidate calls a list pattern predicts
+	// (and counts hits for); 0 means 8: agents often fetch a whole list at
+	// once, in parallel calls of one step.
+	MaxCandidates int
+	// Horizon is how many calls after a context count as "soon": a
+	// candidate called within them counts in pattern.Pattern.Soon; 0 means 8.
+	Horizon int
+	// Alternatives is how many different mappings are kept per context and
+	// tool; 0 means 2.
+	Alternatives int
+	// Progress, if set, is called now and then with the contexts processed
+	// so far and their total.
+	Progress func(done, total int)
+	// Discriminators, if non-nil, are used instead of discovering them
+	// from the sessions: mining new patterns for an existing pool must
+	// sign events as that pool does (see pattern.Merge).
+	Discriminators []pattern.Discriminator
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.MaxContext == 0 {
+		o.MaxContext = 3
+	}
+	if o.MaxContext < 1 || o.MaxContext > pattern.MaxContextLimit {
+		return o, fmt.Errorf("mine: max context %d out of range 1..%d", o.MaxContext, pattern.MaxContextLimit)
+	}
+	if o.MinSupport == 0 {
+		o.MinSupport = 3
+	}
+	if o.MinSupport < 1 {
+		return o, errors.New("mine: min support must be at least 1")
+	}
+	if o.MinConfidence == 0 {
+		o.MinConfidence = 0.05
+	}
+	if o.MinConfidence < 0 || o.MinConfidence > 1 {
+		return o, errors.New("mine: min confidence must be in [0, 1]")
+	}
+	if o.MaxCandidates == 0 {
+		o.MaxCandidates = 8
+	}
+	if o.Horizon == 0 {
+		o.Horizon = 8
+	}
+	if o.Horizon < 1 || o.Horizon > pattern.MaxHorizon {
+		return o, fmt.Errorf("mine: horizon %d out of range 1..%d", o.Horizon, pattern.MaxHorizon)
+	}
+	if o.MaxCandidates < 1 || o.MaxCandidates > 64 {
+		return o, errors.New("mine: max candidates must be in 1..64")
+	}
+	if o.Alternatives == 0 {
+		o.Alternatives = 2
+	}
+	return o, nil
+}
+
+// miner holds the traces flattened for mining.
+type miner struct {
+	o      Options
+	disc   []pattern.Discriminator
+	c      *pattern.Compiler // numbers signatures, compiles patterns to validate
+	events []mevent
+	sess   []int32 // per session: index of its first event in events
+	wins   []window
+	cands  [][]rawCand          // per target event
+	bySig  []map[int32][]int32  // per session: signature → its events, ascending
+	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
+}
+
+type mevent struct {
+	ev     *trace.Event
+	pay    pattern.Payload
+	sig    int32
+	sess   int32
+	pos    int32 // position in its session
+	hash   uint64
+	args   []namedValue // top-level arguments, canonical values
+	argsOK bool         // the arguments are a canonicalisable object
+}
+
+type namedValue struct {
+	name  string
+	value []byte
+}
+
+// Mine mines a pool from sessions (each in seq order, as trace.Collect
+// returns them). The result depends only on the input and options: mining
+// the same traces twice gives byte-identical pool files.
+//
+// "Followed" in p means the very next call of the session: p is the share
+// of the context's occurrences (at which the mappings could be evaluated)
+// whose next call is the predicted one. Calls issued in parallel in one
+// step count in their recorded order. Soon counts, per candidate, the
+// occurrences at which it was called within the next Horizon calls: what
+// running it ahead is worth when the agent takes several calls at once.
+func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	disc := slices.Clone(o.Discriminators)
+	if disc == nil {
+		disc = discoverDiscriminators(sessions, discoverOptions{})
+	}
+	m := &miner{o: o, disc: disc, c: pattern.NewCompiler(disc)}
+	m.flatten(sessions)
+	m.discover()
+	pool := &pattern.Pool{
+		Version:        pattern.Version,
+		Mined:          pattern.Mined{MaxContext: o.MaxContext, MinSupport: o.MinSupport, MinConfidence: o.MinConfidence, Horizon: o.Horizon, Sessions: len(sessions), Calls: len(m.events)},
+		Discriminators: m.disc,
+	}
+	if pool.Discriminators == nil {
+		pool.Discriminators = []pattern.Discriminator{}
+	}
+	var contexts []minedContext
+	frequentContexts(m.wins, o.MinSupport, func(ctx []int32, occs []occurrence) {
+		contexts = append(contexts, minedContext{ids: slices.Clone(ctx), occs: occs})
+	})
+	for i, c := range contexts {
+		pool.Patterns = append(pool.Patterns, m.patterns(c)...)
+		if o.Progress != nil && (i%64 == 0 || i == len(contexts)-1) {
+			o.Progress(i+1, len(contexts))
+		}
+	}
+	sortPatterns(pool.Patterns)
+	if pool.Patterns == nil {
+		pool.Patterns = []pattern.Pattern{}
+	}
+	return pool, nil
+}
+
+type minedContext struct {
+	ids  []int32 // most recent first
+	occs []occurrence
+}
+
+func (m *miner) flatten(sessions []trace.Session) {
+	for si := range sessions {
+		s := &sessions[si]
+		m.sess = append(m.sess, int32(len(m.events)))
+		for i := range s.Events {
+			ev := &s.Events[i]
+			me := mevent{ev: ev, pay: pattern.MakePayload(ev), sess: int32(si), pos: int32(i)}
+			me.sig = m.c.Sign(ev.Tool, ev.Status, ev.Args)
+			if c, err := callkey.CanonicalView(ev.Args); err == nil {
+				me.argsOK = true
+				me.hash = pattern.CallHash(ev.Tool, c)
+				rawjson.EachMember(c, func(k, v []byte) bool {
+					name, _ := rawjson.Unquote(k)
+					me.args = append(me.args, namedValue{name, v})
+					return true
+				})
+			}
+			m.events = append(m.events, me)
+		}
+	}
+	// Per session, the events of each signature and of each call, in
+	// order: histories look them up instead of scanning sessions back.
+	m.bySig = make([]map[int32][]int32, len(sessions))
+	m.byCall = make([]map[uint64][]int32, len(sessions))
+	for e := range m.events {
+		me := &m.events[e]
+		if m.bySig[me.sess] == nil {
+			m.bySig[me.sess] = make(map[int32][]int32)
+			m.byCall[me.sess] = make(map[uint64][]int32)
+		}
+		m.bySig[me.sess][me.sig] = append(m.bySig[me.sess][me.sig], int32(e))
+		if me.argsOK {
+			m.byCall[me.sess][me.hash] = append(m.byCall[me.sess][me.hash], int32(e))
+		}
+	}
+	k := m.o.MaxContext
+	for si := range sessions {
+		first := int(m.sess[si])
+		n := len(sessions[si].Events)
+		for i := 0; i < n; i++ {
+			// The first call's window is the session start alone: its
+			// patterns are what a predictor says before any call.
+			w := window{target: int32(first + i)}
+			for b := 1; b <= k && i-b >= 0; b++ {
+				w.items[w.n] = m.events[first+i-b].sig
+				w.events[w.n] = int32(first + i - b)
+				w.n++
+			}
+			if i <= k {
+				w.items[w.n] = pattern.StartSig
+				w.events[w.n] = -1
+				w.n++
+			}
+			m.wins = append(m.wins, w)
+		}
+	}
+}
+
+// maxSigSources bounds the earlier events (beyond the context's reach)
+// searched per call: the most recent event of each of this many
+// signatures.
+const maxSigSources = 32
+
+// maxLookback bounds how far back in a session sources are searched, so
+// that mining stays linear in very long sessions.
+const maxLookback = 512
+
+// maxCandsPerArg bounds the raw candidates kept per argument of a call.
+const maxCandsPerArg = 96
+
+// discover finds the raw candidates of every target call.
+func (m *miner) discover() {
+	m.cands = make([][]rawCand, len(m.events))
+	for si := range m.sess {
+		first := int(m.sess[si])
+		end := len(m.events)
+		if si+1 < len(m.sess) {
+			end = int(m.sess[si+1])
+		}
+		idx := make(map[int]evIndex) // per session: built lazily, dropped after
+		get := func(e int) evIndex {
+			x, ok := idx[e]
+			if !ok {
+				x = indexEvent(&m.events[e].pay)
+				idx[e] = x
+			}
+			return x
+		}
+		for t := first + 1; t < end; t++ {
+			me := &m.events[t]
+			if !me.argsOK || len(me.args) == 0 {
+				continue
+			}
+			// Sources: the k calls before, and the most recent call of
+			// each earlier signature.
+			// Older events of a signature are searched for list
+			// elements only (see pattern.ListSource.Every).
+			type src struct {
+				e    int
+				rank int // 0 for the most recent event of its signature
+			}
+			var srcs []src
+			seen := make(map[int32]int)
+			for e := t - 1; e >= max(first, t-maxLookback); e-- {
+				sig := m.events[e].sig
+				rank := seen[sig]
+				seen[sig]++
+				if t-e <= m.o.MaxContext || (rank == 0 && len(seen) <= maxSigSources) || (rank < pattern.MaxEvery && len(seen) <= maxSigSources) {
+					srcs = append(srcs, src{e, rank})
+				}
+			}
+			var out []rawCand
+			for _, a := range me.args {
+				start := len(out)
+				for _, s := range srcs {
+					from := len(out)
+					out = findSources(out, get(s.e), a.name, a.value, int32(t-s.e), s.rank == 0)
+					if s.rank > 0 && t-s.e > m.o.MaxContext {
+						// Beyond the context and not the latest of its
+						// signature: only a list of every such event reaches it.
+						kept := out[:from]
+						for _, rc := range out[from:] {
+							if rc.list != "" {
+								kept = append(kept, rc)
+							}
+						}
+						out = kept
+					}
+					if len(out)-start >= maxCandsPerArg {
+						out = out[:start+maxCandsPerArg]
+						break
+					}
+				}
+			}
+			m.cands[t] = out
+		}
+	}
+}

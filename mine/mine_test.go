@@ -1,0 +1,238 @@
+package mine
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden pool files in testdata")
+
+func readSessions(t testing.TB, paths ...string) []trace.Session {
+	t.Helper()
+	ss, err := trace.Collect(trace.NewReader(nil).Events(paths...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+func encode(t testing.TB, p *pattern.Pool) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := p.Encode(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func intp(i int) *int { return &i }
+
+// TestMineGolden mines one small hand-made trace per kind of mapping,
+// checks that the kind is found, and compares the whole pool with its
+// golden file (go test -update rewrites them).
+func TestMineGolden(t *testing.T) {
+	last := func(tool string) *pattern.Ref { return &pattern.Ref{Sig: &pattern.Signature{Tool: tool}} }
+	tests := []struct {
+		file string
+		tool string // the target whose mapping is checked
+		list *pattern.ListSource
+		want []pattern.Mapping // one of the exact patterns of the tool has these mappings
+	}{
+		{"path", "get_profile", nil, []pattern.Mapping{{Arg: "user_id", From: &pattern.Ref{}, Part: pattern.PartOutput, Path: "/user/id"}}},
+		{"list", "read_item", &pattern.ListSource{From: pattern.Ref{Sig: &pattern.Signature{Tool: "list_items"}}, Part: pattern.PartOutput, Path: "/items"},
+			[]pattern.Mapping{{Arg: "name", Part: pattern.PartItem, Path: "/name"}}},
+		{"template", "write_file", nil, []pattern.Mapping{{Arg: "path", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/name", Prefix: "/srv/", Suffix: "/README.md"}}},
+		{"const", "configure", nil, []pattern.Mapping{
+			{Arg: "job", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/job"},
+			{Arg: "mode", Const: json.RawMessage(`"fast"`)},
+		}},
+		{"text", "upload", nil, []pattern.Mapping{{Arg: "file", From: &pattern.Ref{}, Part: pattern.PartOutput, Text: &pattern.TextSel{Line: 1, Token: intp(2)}}}},
+	}
+	_ = last
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			pool, err := Mine(readSessions(t, filepath.Join("testdata", tt.file+".jsonl")), &Options{MinSupport: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			var seen []string
+			for _, pt := range pool.Patterns {
+				if pt.Tool != tt.tool || !pt.Exact {
+					continue
+				}
+				seen = append(seen, pt.Describe())
+				listOK := (tt.list == nil) == (pt.List == nil)
+				if listOK && tt.list != nil {
+					listOK = pt.List.Part == tt.list.Part && pt.List.Path == tt.list.Path
+				}
+				if listOK && cmp.Equal(tt.want, pt.Args) {
+					found = true
+					if pt.P < 0.9 {
+						t.Errorf("%s: p = %.2f, want ≥ 0.9", pt.Describe(), pt.P)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no pattern for %s with mappings %+v; found:\n%v", tt.tool, tt.want, seen)
+			}
+			golden := filepath.Join("testdata", tt.file+".pool.json")
+			got := encode(t, pool)
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("pool differs from %s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+func TestMineDeterministic(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.jsonl")
+	ss := readSessions(t, files...)
+	a, err := Mine(ss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Mine(readSessions(t, files...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(encode(t, a), encode(t, b)) {
+		t.Error("mining the same traces twice gave different pool files")
+	}
+	if len(a.Patterns) == 0 {
+		t.Error("no patterns mined")
+	}
+}
+
+func TestMineOptions(t *testing.T) {
+	for _, o := range []Options{{MaxContext: pattern.MaxContextLimit + 1}, {MinSupport: -1}, {MinConfidence: 2}, {MaxCandidates: 100}} {
+		if _, err := Mine(nil, &o); err == nil {
+			t.Errorf("Mine with %+v: no error", o)
+		}
+	}
+	pool, err := Mine(nil, nil)
+	if err != nil || len(pool.Patterns) != 0 || pool.Mined.MaxContext != 3 {
+		t.Errorf("Mine(nil) = %+v, %v", pool, err)
+	}
+}
+
+// TestMineDiscriminator checks that a shell tool's program becomes part of
+// its signatures when it tells what comes next, and an identifier does not.
+func TestMineDiscriminator(t *testing.T) {
+	var ss []trace.Session
+	for i := range 40 {
+		s := trace.Session{ID: "s" + string(rune('A'+i%26)) + string(rune('a'+i/26))}
+		add := func(tool, args, out string) {
+			s.Events = append(s.Events, trace.Event{Session: s.ID, Seq: len(s.Events), Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK, Output: out})
+		}
+		for j := range 4 {
+			id := `"` + string(rune('a'+(i*4+j)%26)) + string(rune('a'+(i*7+j)%26)) + `"`
+			add("lookup", `{"id":`+id+`}`, "x")
+			if j%2 == 0 {
+				add("sh", `{"command":"make all -j4"}`, "built")
+				add("sh", `{"command":"./test --fast"}`, "PASS")
+			} else {
+				add("sh", `{"command":"ls -la"}`, "files")
+				add("notify", `{"text":"done"}`, "ok")
+			}
+		}
+		ss = append(ss, s)
+	}
+	got := discoverDiscriminators(ss, discoverOptions{})
+	if len(got) != 1 || got[0].Tool != "sh" || got[0].Arg != "command" || got[0].Kind != pattern.KindWord {
+		t.Fatalf("discriminators = %+v, want sh by the word of command", got)
+	}
+	// Each program leads somewhere else, so each signs apart (one of them
+	// may be Other: the fewest values that tell it all are kept).
+	s := pattern.NewSigner(got)
+	sign := func(cmd string) pattern.Signature {
+		return s.Sign("sh", trace.StatusOK, []byte(`{"command":"`+cmd+`"}`))
+	}
+	if a, b, c := sign("make x"), sign("./test"), sign("ls -l"); a == b || b == c || a == c {
+		t.Errorf("signatures %v %v %v, want three different ones (values %v)", a, b, c, got[0].Values)
+	}
+	if sig := s.Sign("sh", trace.StatusError, []byte(`{"command":"ls"}`)); sig.Tool != "sh" || !sig.Error || sig.Value == "" {
+		t.Errorf("Sign = %+v", sig)
+	}
+}
+
+// BenchmarkMineShared mines both shared trace files (AHEAD_TRACES, or the
+// team's checkout; skipped when absent, except in CI).
+func BenchmarkMineShared(b *testing.B) {
+	dir := os.Getenv("AHEAD_TRACES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "traces")
+	}
+	files := []string{filepath.Join(dir, "tau2-airline-retail-train.jsonl.gz"), filepath.Join(dir, "minisweagent-train.jsonl.gz")}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			if os.Getenv("CI") == "true" {
+				b.Fatalf("shared traces missing (set AHEAD_TRACES): %v", err)
+			}
+			b.Skipf("shared traces missing (set AHEAD_TRACES): %v", err)
+		}
+	}
+	ss := readSessions(b, files...)
+	var pool *pattern.Pool
+	for b.Loop() {
+		var err error
+		if pool, err = Mine(ss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(pool.Patterns)), "patterns")
+	b.ReportMetric(float64(len(encode(b, pool)))/(1<<20), "file-MiB")
+}
+
+func TestPoolRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.jsonl")
+	pool, err := Mine(readSessions(t, files...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pool.json")
+	if err := pool.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := pattern.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pool, loaded); diff != "" {
+		t.Errorf("pool changed through its file (-saved +loaded):\n%s", diff)
+	}
+	data, _ := os.ReadFile(path)
+	if !bytes.Equal(data, encode(t, loaded)) {
+		t.Error("re-encoding a loaded pool changed its bytes")
+	}
+	// The live counts of an index snapshot back into the same pool.
+	x, err := pattern.NewIndex(loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(pool, x.Snapshot()); diff != "" {
+		t.Errorf("snapshot differs (-mined +snapshot):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("Save left %d files behind, want only the pool", len(entries))
+	}
+}

@@ -1,0 +1,455 @@
+package mine
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ahead-dev/ahead/pattern"
+)
+
+// Phase II, second half: for each frequent context, the raw candidates of
+// the calls that follow it become mappings named relative to the context,
+// which are validated and assembled into patterns.
+
+// patterns mines the patterns of one frequent context.
+func (m *miner) patterns(c minedContext) []pattern.Pattern {
+	o := m.o
+	// The context, oldest first, as signatures.
+	ctx := make([]pattern.Signature, len(c.ids))
+	for j, id := range c.ids {
+		ctx[len(c.ids)-1-j] = m.c.Signature(id)
+	}
+	byTool := make(map[string][]int) // tool → indices into c.occs
+	for i, oc := range c.occs {
+		t := m.events[m.wins[oc.win].target].ev.Tool
+		byTool[t] = append(byTool[t], i)
+	}
+	tools := make([]string, 0, len(byTool))
+	for t, occs := range byTool {
+		if len(occs) >= o.MinSupport && float64(len(occs)) >= o.MinConfidence*float64(len(c.occs)) {
+			tools = append(tools, t)
+		}
+	}
+	slices.Sort(tools)
+	var out []pattern.Pattern
+	for _, tool := range tools {
+		hit := byTool[tool]
+		// Exact patterns carry the tool's odds too, split by whether their
+		// mappings evaluate; the tool-only pattern is for the rest.
+		if exact := m.exactPatterns(c, ctx, tool, hit); len(exact) > 0 {
+			out = append(out, exact...)
+			continue
+		}
+		out = append(out, pattern.Pattern{
+			Context: ctx, Tool: tool, Support: len(c.occs), Hits: []int{len(hit)},
+			ToolHits: len(hit), P: ratio(len(hit), len(c.occs)),
+		})
+	}
+	return out
+}
+
+// argCand is a mapping for one argument being validated.
+type argCand struct {
+	m       pattern.Mapping
+	list    *pattern.ListSource
+	count   int // calls whose value it was found to explain (discovery)
+	matches int // validated: calls it reproduces
+	evals   int // validated: occurrences where it evaluates
+	values  int // distinct values matched, up to 2
+	first   string
+	order   int
+}
+
+// maxArgCands bounds the mappings validated per argument.
+const maxArgCands = 6
+
+// exactPatterns finds mappings for the arguments of calls to tool after
+// the context and validates them.
+func (m *miner) exactPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int) []pattern.Pattern {
+	o := m.o
+	// The arguments the calls mostly have.
+	argCount := make(map[string]int)
+	for _, i := range hit {
+		for _, a := range m.target(c.occs[i]).args {
+			argCount[a.name]++
+		}
+	}
+	var args []string
+	for a, n := range argCount {
+		if 2*n >= len(hit) {
+			args = append(args, a)
+		}
+	}
+	slices.Sort(args)
+	perArg := make([][]*argCand, len(args))
+	for ai, arg := range args {
+		cands := m.argCandidates(c, hit, arg)
+		for _, ac := range cands {
+			m.validateArg(c, tool, arg, ac)
+		}
+		// A mapping must explain values that vary: one that only ever
+		// reproduced a single value is a constant in disguise (a token
+		// that happened to sit in a template), and the constant candidate
+		// says it better.
+		cands = slices.DeleteFunc(cands, func(ac *argCand) bool {
+			return ac.matches == 0 || (ac.m.Const == nil && ac.values < 2)
+		})
+		slices.SortStableFunc(cands, func(a, b *argCand) int {
+			if a.matches != b.matches {
+				return b.matches - a.matches
+			}
+			if a.evals != b.evals {
+				return a.evals - b.evals
+			}
+			return a.order - b.order
+		})
+		if len(cands) == 0 {
+			return nil // an argument nothing explains: tool-only
+		}
+		perArg[ai] = cands
+	}
+	// Variants: the best mapping of every argument, then the second and
+	// third best of one argument at a time. A pattern iterates at most one
+	// list; arguments whose best mapping is an item of another list take
+	// their best mapping that is not.
+	var variants [][]*argCand
+	variants = append(variants, pick(perArg, -1, 0))
+	for ai := range perArg {
+		for r := 1; r < len(perArg[ai]) && r <= o.Alternatives; r++ {
+			variants = append(variants, pick(perArg, ai, r))
+		}
+	}
+	// And for each list, every argument read from the same element where
+	// it can be: the arguments of one call usually come from one record
+	// (a flight's number and date), even when another source explains an
+	// argument as often on its own.
+	var lists []*pattern.ListSource
+	for _, cands := range perArg {
+		for _, ac := range cands {
+			if ac.list != nil && !slices.ContainsFunc(lists, func(l *pattern.ListSource) bool { return sameList(l, ac.list) }) {
+				lists = append(lists, ac.list)
+			}
+		}
+	}
+	for _, l := range lists {
+		v := make([]*argCand, len(perArg))
+		for ai, cands := range perArg {
+			v[ai] = cands[0]
+			if i := slices.IndexFunc(cands, func(ac *argCand) bool { return ac.list != nil && sameList(ac.list, l) }); i >= 0 {
+				v[ai] = cands[i]
+			} else if cands[0].list != nil {
+				if i := slices.IndexFunc(cands, func(ac *argCand) bool { return ac.list == nil }); i >= 0 {
+					v[ai] = cands[i]
+				}
+			}
+		}
+		variants = append(variants, v)
+	}
+	var out []pattern.Pattern
+	seen := make(map[string]bool)
+	for _, v := range variants {
+		pt, ok := m.assemble(ctx, tool, v)
+		if !ok {
+			continue
+		}
+		key := pt.MappingKey()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		m.validate(c, &pt)
+		// A pattern below τ is still kept if its tool is not (the
+		// tool-only pattern would be) and its mappings reproduce a good
+		// share of the tool's calls: a concrete call can be run ahead, a
+		// tool-only guess cannot.
+		hits := 0
+		for _, h := range pt.Hits {
+			hits += h
+		}
+		weak := pt.P < o.MinConfidence && (ratio(pt.ToolHits, pt.Support) < o.MinConfidence || 10*hits < 3*pt.ToolHits)
+		if pt.Support < o.MinSupport || pt.Hits[0] < 2 || weak {
+			continue
+		}
+		out = append(out, pt)
+	}
+	slices.SortStableFunc(out, func(a, b pattern.Pattern) int {
+		if a.Hits[0] != b.Hits[0] {
+			return b.Hits[0] - a.Hits[0]
+		}
+		return patternComplexity(&a) - patternComplexity(&b)
+	})
+	// Alternatives the traces cannot tell apart (the same counts: reading
+	// the context's latest event or "the most recent event of its
+	// signature", which is the same event) are one: keep the simplest.
+	out = slices.CompactFunc(out, func(a, b pattern.Pattern) bool {
+		return a.Support == b.Support && a.ToolHits == b.ToolHits && a.ElseSupport == b.ElseSupport &&
+			a.ElseHits == b.ElseHits && a.Repeats == b.Repeats && a.RepeatHits == b.RepeatHits && slices.Equal(a.Hits, b.Hits)
+	})
+	if len(out) > o.Alternatives {
+		out = out[:o.Alternatives]
+	}
+	return out
+}
+
+func pick(perArg [][]*argCand, ai, r int) []*argCand {
+	v := make([]*argCand, len(perArg))
+	for i, cands := range perArg {
+		if i == ai {
+			v[i] = cands[r]
+		} else {
+			v[i] = cands[0]
+		}
+	}
+	// One list per pattern: the list of the first item mapping chosen.
+	var list *pattern.ListSource
+	for i, ac := range v {
+		if ac.list == nil {
+			continue
+		}
+		if list == nil {
+			list = ac.list
+			continue
+		}
+		if !sameList(ac.list, list) {
+			for _, alt := range perArg[i] {
+				if alt.list == nil || sameList(alt.list, list) {
+					v[i] = alt
+					break
+				}
+			}
+		}
+	}
+	return v
+}
+
+func sameList(a, b *pattern.ListSource) bool {
+	return a.Part == b.Part && a.Path == b.Path && a.Every == b.Every && sameRef(a.From, b.From)
+}
+
+func sameRef(a, b pattern.Ref) bool {
+	if (a.Sig == nil) != (b.Sig == nil) {
+		return false
+	}
+	if a.Sig != nil {
+		return *a.Sig == *b.Sig
+	}
+	return a.Ctx == b.Ctx
+}
+
+// assemble builds a pattern from one mapping per argument.
+func (m *miner) assemble(ctx []pattern.Signature, tool string, v []*argCand) (pattern.Pattern, bool) {
+	pt := pattern.Pattern{Context: ctx, Tool: tool, Exact: true}
+	for _, ac := range v {
+		if ac.list != nil {
+			if pt.List == nil {
+				l := *ac.list
+				pt.List = &l
+			} else if !sameList(pt.List, ac.list) {
+				return pattern.Pattern{}, false
+			}
+		}
+		pt.Args = append(pt.Args, ac.m)
+	}
+	hits := 1
+	if pt.List != nil {
+		hits = m.o.MaxCandidates
+	}
+	pt.Hits = make([]int, hits)
+	pt.Soon = make([]int, hits)
+	return pt, true
+}
+
+func (m *miner) target(oc occurrence) *mevent {
+	return &m.events[m.wins[oc.win].target]
+}
+
+// argCandidates gathers the mappings that explain arg in the calls hit
+// (indices into c.occs), naming their events relative to the context, and
+// the most frequent constant.
+func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand {
+	type counted struct {
+		ac   *argCand
+		last int // the last call counted, to count each call once
+	}
+	found := make(map[string]*counted)
+	var order []string
+	consts := make(map[string]int)
+	for _, i := range hit {
+		oc := c.occs[i]
+		w := &m.wins[oc.win]
+		t := int(w.target)
+		for _, a := range m.events[t].args {
+			if a.name == arg {
+				consts[string(a.value)]++
+			}
+		}
+		// Which context element, if any, is each back offset.
+		ctxOf := make(map[int32]int, len(c.ids))
+		for j := range c.ids {
+			e := w.events[oc.emb[j]]
+			if e >= 0 {
+				ctxOf[int32(t)-e] = j
+			}
+		}
+		for k := range m.cands[t] {
+			rc := &m.cands[t][k]
+			if rc.arg != arg {
+				continue
+			}
+			var refs []pattern.Ref
+			if j, ok := ctxOf[rc.back]; ok {
+				refs = append(refs, pattern.Ref{Ctx: j})
+			}
+			if rc.recent {
+				s := m.c.Signature(m.events[t-int(rc.back)].sig)
+				refs = append(refs, pattern.Ref{Sig: &s})
+			}
+			if rc.list != "" {
+				// The list in every recent event of the signature: the
+				// same mapping whichever of them held the value.
+				s := m.c.Signature(m.events[t-int(rc.back)].sig)
+				refs = append(refs, pattern.Ref{Sig: &s, Ctx: everyRef})
+			}
+			for _, r := range refs {
+				key := rawKey(rc, r)
+				f, ok := found[key]
+				if !ok {
+					f = &counted{ac: candFromRaw(rc, r), last: -1}
+					found[key] = f
+					order = append(order, key)
+				}
+				if f.last != i {
+					f.last = i
+					f.ac.count++
+				}
+			}
+		}
+	}
+	var out []*argCand
+	for _, key := range order {
+		if f := found[key]; f.ac.count >= 2 {
+			out = append(out, f.ac)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *argCand) int {
+		if a.count != b.count {
+			return b.count - a.count
+		}
+		return complexity(a) - complexity(b)
+	})
+	if len(out) > maxArgCands {
+		out = out[:maxArgCands]
+	}
+	// The most frequent value, as a constant.
+	best, bestN := "", 0
+	for v, n := range consts {
+		if n > bestN || (n == bestN && v < best) {
+			best, bestN = v, n
+		}
+	}
+	if bestN >= 2 {
+		out = append(out, &argCand{m: pattern.Mapping{Arg: arg, Const: json.RawMessage(best)}, count: bestN})
+	}
+	for i, ac := range out {
+		ac.order = i
+	}
+	return out
+}
+
+// complexity orders equally good mappings: plain reads before lists,
+// before text selections and templates.
+func complexity(ac *argCand) int {
+	n := 0
+	if ac.list != nil {
+		n += 2
+		if ac.list.Every {
+			n++
+		}
+	}
+	if ac.m.Text != nil {
+		n += 2
+	}
+	if ac.m.Norm != "" {
+		n++
+	}
+	if ac.m.Prefix != "" || ac.m.Suffix != "" {
+		n += 2
+	}
+	if ac.m.From != nil && ac.m.From.Sig != nil {
+		n++
+	}
+	return n
+}
+
+// rawKey identifies the mapping a raw candidate gives with event r.
+func rawKey(rc *rawCand, r pattern.Ref) string {
+	var b strings.Builder
+	if r.Sig != nil {
+		b.WriteString(r.Sig.String())
+	} else {
+		b.WriteString(strconv.Itoa(r.Ctx))
+	}
+	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix} {
+		b.WriteByte(0)
+		b.WriteString(f)
+	}
+	if rc.sel != nil {
+		b.WriteByte(0)
+		b.WriteString(strconv.Itoa(rc.sel.Line))
+		if rc.sel.Token != nil {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(*rc.sel.Token))
+		}
+	}
+	return b.String()
+}
+
+func patternComplexity(pt *pattern.Pattern) int {
+	n := 0
+	if pt.List != nil {
+		n += 2
+		if pt.List.From.Sig != nil {
+			n++
+		}
+		if pt.List.Every {
+			n++
+		}
+	}
+	for i := range pt.Args {
+		n += complexity(&argCand{m: pt.Args[i]})
+	}
+	return n
+}
+
+// everyRef marks, in the Ctx of a pattern.Ref built during discovery, a list read
+// from every recent event of the signature (pattern.ListSource.Every).
+const everyRef = -1
+
+func candFromRaw(rc *rawCand, r pattern.Ref) *argCand {
+	mp := pattern.Mapping{Arg: rc.arg, Part: rc.part, Path: rc.path, Text: rc.sel, Norm: rc.norm, Prefix: rc.prefix, Suffix: rc.suffix}
+	ac := &argCand{}
+	if rc.list != "" {
+		every := r.Ctx == everyRef
+		if every {
+			r.Ctx = 0
+		}
+		ac.list = &pattern.ListSource{From: r, Part: rc.part, Path: rc.list, Every: every}
+		mp.Part = pattern.PartItem
+	} else {
+		mp.From = &r
+	}
+	ac.m = mp
+	return ac
+}
+
+// sortPatterns orders a pool as pattern files are ordered.
+func sortPatterns(ps []pattern.Pattern) { pattern.SortPatterns(ps) }
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

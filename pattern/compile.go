@@ -1,0 +1,70 @@
+package pattern
+
+import (
+	"github.com/ahead-dev/ahead/internal/rawjson"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// A Compiler numbers signatures and compiles patterns as an Index does, for
+// patterns that are in no pool yet: the miner (package mine) evaluates each
+// candidate pattern at every occurrence of its context to count its hits.
+// It is not safe for concurrent use.
+type Compiler struct {
+	x *Index
+}
+
+// NewCompiler returns a Compiler that signs events with the discriminators.
+func NewCompiler(disc []Discriminator) *Compiler {
+	return &Compiler{x: newIndex(disc)}
+}
+
+// Sign returns the id of an event's signature, numbering it if it is new:
+// the ids a History's Last and Recent are called with, ascending from
+// StartSig+1 in the order signatures are first seen.
+func (c *Compiler) Sign(tool string, status trace.Status, args []byte) int32 {
+	return c.x.intern(c.x.signer.Sign(tool, status, args))
+}
+
+// Signature returns the signature numbered id.
+func (c *Compiler) Signature(id int32) Signature { return c.x.sigs[id] }
+
+// Compile compiles a pattern; its counts are not read. The pattern must not
+// be modified while the result is in use.
+func (c *Compiler) Compile(pt *Pattern) (*Compiled, error) {
+	cp, err := c.x.compile(pt)
+	if err != nil {
+		return nil, err
+	}
+	return &Compiled{x: c.x, cp: cp}, nil
+}
+
+// Compiled is a pattern compiled by a Compiler.
+type Compiled struct {
+	x  *Index
+	cp *cpattern
+}
+
+// Eval appends the pattern's candidates to dst and their arguments to buf,
+// which backs them, as Index.Eval does.
+func (c *Compiled) Eval(pos []int, h History, max int, dst []Candidate, buf []byte) ([]Candidate, []byte) {
+	return c.x.evalCompiled(c.cp, pos, h, max, dst, buf)
+}
+
+// EachValue calls fn with each value the pattern's first mapping evaluates
+// to (canonical JSON): once, or, for a list pattern, once per element of
+// the list among the first it scans, until fn returns false. buf is
+// scratch that backs the values; EachValue returns it, grown.
+func (c *Compiled) EachValue(pos []int, h History, buf []byte, fn func(val []byte) bool) []byte {
+	cp := c.cp
+	check := func(item []byte) bool {
+		var ok bool
+		buf, ok = cp.appendValue(buf[:0], &cp.args[0], pos, h, item)
+		return !ok || fn(buf)
+	}
+	if cp.list == nil {
+		check(nil)
+	} else if list, text, _, ok := cp.resolve(cp.list, pos, h, nil); ok && !text {
+		rawjson.EachElem(list, func(n int, el []byte) bool { return n < maxListScan && check(el) })
+	}
+	return buf
+}

@@ -1,0 +1,146 @@
+package pattern
+
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/ahead-dev/ahead/internal/rawjson"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// Payload is an observed event as mappings read it. It memoises what
+// mappings read from it; it is not safe for concurrent use.
+type Payload struct {
+	Tool   string
+	Args   []byte
+	Output []byte
+	kind   int8 // 0 unknown, 1 text, 2 JSON
+	memos  [8]memo
+	nmemo  int
+	more   []memo // the memos beyond the first 8, up to maxMemos in all
+	spare  memo   // when all are taken: a scratch entry, not a cache
+}
+
+// maxMemos bounds the paths a payload memoises. Lists of records are read
+// at many paths (each field of the first elements, and the lists
+// themselves): a user's reservations, orders and address fields easily
+// exceed 8, and a path that misses the memo is looked up again for every
+// list element a candidate is built from.
+const maxMemos = 32
+
+// memo caches the value at one path of a payload.
+type memo struct {
+	part, ptr     string
+	looked, rawOK bool
+	raw           []byte
+	unquoted, sOK bool
+	whole         bool // s is the whole string, not only its first lines
+	lines         int  // the lines decoded when not whole
+	s             string
+}
+
+func (p *Payload) memo(part, ptr string) *memo {
+	for i := range p.nmemo {
+		if m := &p.memos[i]; m.part == part && m.ptr == ptr {
+			return m
+		}
+	}
+	for i := range p.more {
+		if m := &p.more[i]; m.part == part && m.ptr == ptr {
+			return m
+		}
+	}
+	if p.nmemo < len(p.memos) {
+		p.memos[p.nmemo] = memo{part: part, ptr: ptr}
+		p.nmemo++
+		return &p.memos[p.nmemo-1]
+	}
+	if len(p.memos)+len(p.more) < maxMemos {
+		p.more = append(p.more, memo{part: part, ptr: ptr})
+		return &p.more[len(p.more)-1]
+	}
+	p.spare = memo{part: part, ptr: ptr}
+	return &p.spare
+}
+
+// MakePayload returns the payload of ev. It shares ev's memory (the output
+// is viewed, not copied: outputs can be megabytes), so ev must not change
+// while the payload is in use.
+func MakePayload(ev *trace.Event) Payload {
+	return Payload{Tool: ev.Tool, Args: ev.Args, Output: unsafe.Slice(unsafe.StringData(ev.Output), len(ev.Output))}
+}
+
+// Reset makes p the payload of ev, as MakePayload does, reusing the memory
+// of its memos.
+func (p *Payload) Reset(ev *trace.Event) {
+	more := p.more
+	clear(more) // they view the previous event's output
+	*p = MakePayload(ev)
+	p.more = more[:0]
+}
+
+// OutputIsJSON reports whether the output is a JSON document (an object or
+// an array), as opposed to text.
+func (p *Payload) OutputIsJSON() bool {
+	if p.kind == 0 {
+		p.kind = 1
+		if i := rawjson.SkipSpace(p.Output, 0); i < len(p.Output) && (p.Output[i] == '{' || p.Output[i] == '[') {
+			p.kind = 2
+		}
+	}
+	return p.kind == 2
+}
+
+// listAt returns the JSON array a list source names in this event.
+func (p *Payload) listAt(s *csource) ([]byte, bool) {
+	raw := p.Args
+	if s.part == PartOutput {
+		if !p.OutputIsJSON() {
+			return nil, false
+		}
+		raw = p.Output
+	}
+	if len(s.path) == 0 {
+		return raw, raw != nil
+	}
+	return p.lookup(s.part, raw, s.ptr, s.path)
+}
+
+// lookup returns the value at a path of a part, through the memo: paths
+// that share a prefix (the fields of one list element) step from the
+// prefix's value instead of scanning from the top again.
+func (p *Payload) lookup(part string, raw []byte, ptr string, path []string) ([]byte, bool) {
+	m := p.memo(part, ptr)
+	if m.looked {
+		return m.raw, m.rawOK
+	}
+	from := raw
+	if len(path) > 1 {
+		parent, ok := p.lookup(part, raw, ptr[:strings.LastIndexByte(ptr, '/')], path[:len(path)-1])
+		if !ok {
+			m = p.memo(part, ptr) // the entry may have moved to the spare slot
+			m.looked, m.rawOK = true, false
+			return nil, false
+		}
+		from, path = parent, path[len(path)-1:]
+		m = p.memo(part, ptr)
+	}
+	m.looked = true
+	m.raw, m.rawOK = rawjson.Lookup(from, path)
+	return m.raw, m.rawOK
+}
+
+// Retained is the memory the payload's memos hold beyond the event they
+// view (decoded strings and the memos past the first eight), in bytes:
+// what a holder of the payload keeps besides the event's own Args and
+// Output.
+func (p *Payload) Retained() int64 {
+	n := int64(cap(p.more)) * int64(unsafe.Sizeof(memo{}))
+	for i := range p.nmemo {
+		n += int64(len(p.memos[i].s))
+	}
+	for i := range p.more {
+		n += int64(len(p.more[i].s))
+	}
+	return n
+}
