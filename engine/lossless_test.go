@@ -249,6 +249,9 @@ func script(r *rand.Rand, steps int) [][]call {
 // randomPredictor knows each session's script and predicts each of its
 // next three calls half of the time, mixed with random (mostly wrong)
 // calls of any tool, including tools the policy forbids.
+// Its guesses are all marked Repeat: the engine's rule against re-running a
+// call the agent already has saves work, and must not be what keeps a stale
+// result from being served here.
 type randomPredictor struct {
 	mu      sync.Mutex
 	r       *rand.Rand
@@ -262,12 +265,12 @@ func (p *randomPredictor) Observe(ev trace.Event) []predict.Prediction {
 	s := p.scripts[ev.Session]
 	for i := ev.Seq + 1; i < min(ev.Seq+4, len(s)); i++ {
 		if p.r.IntN(2) == 0 {
-			out = append(out, predict.Prediction{Tool: s[i].tool, Args: json.RawMessage(s[i].args), P: p.r.Float64()})
+			out = append(out, predict.Prediction{Tool: s[i].tool, Args: json.RawMessage(s[i].args), P: p.r.Float64(), Repeat: true})
 		}
 	}
 	for range p.r.IntN(4) {
 		w := randomCall(p.r)
-		out = append(out, predict.Prediction{Tool: w.tool, Args: json.RawMessage(w.args), P: p.r.Float64()})
+		out = append(out, predict.Prediction{Tool: w.tool, Args: json.RawMessage(w.args), P: p.r.Float64(), Repeat: true})
 	}
 	p.r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
