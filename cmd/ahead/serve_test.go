@@ -110,9 +110,11 @@ func startAheadServe(t *testing.T, args ...string) *server {
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
 	s := &server{cancel: cancel, code: make(chan int, 1)}
+	logRead := make(chan struct{})
 	go func() { // owned: ends when run returns and the pipe closes
 		code := run(ctx, &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: pw}, append([]string{"serve"}, args...))
 		pw.Close()
+		<-logRead // the exit code comes after the whole log is read
 		s.code <- code
 	}()
 	addr := make(chan string, 1)
@@ -127,6 +129,7 @@ func startAheadServe(t *testing.T, args ...string) *server {
 			}
 		}
 		close(addr)
+		close(logRead)
 	}()
 	t.Cleanup(func() {
 		cancel()
