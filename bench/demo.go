@@ -12,7 +12,6 @@ import (
 	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -69,17 +68,7 @@ func Demo(ctx context.Context, w io.Writer, progress func(Progress)) (*Report, e
 		len(pool.Patterns), len(toMine), time.Since(t0).Seconds(), len(sessions))
 	fmt.Fprintf(w, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
 	return Run(ctx, sessions, &Options{
-		Predictor: func() (Predictor, error) {
-			online, err := predict.NewOnline(pool, nil)
-			if err != nil {
-				return nil, err
-			}
-			c, err := convo.FromPool(pool, nil)
-			if err != nil || c == nil {
-				return online, err
-			}
-			return predict.Join(online, c), nil
-		},
+		Predictor:   func() (Predictor, error) { return convo.Serve(pool, nil) },
 		Mine:        toMine,
 		Policy:      pol,
 		Latency:     lat,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -45,4 +46,29 @@ func MineInto(pool *pattern.Pool, sessions []trace.Session) (bool, error) {
 	}
 	pool.Conversation = raw
 	return true, nil
+}
+
+// Parts returns the predictor of the conversation model pool carries, as
+// a part to join with the patterns' (predict.PoolOptions.Parts); none
+// when it carries none.
+func Parts(pool *pattern.Pool) ([]predict.Part, error) {
+	c, err := FromPool(pool, nil)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	return []predict.Part{c}, nil
+}
+
+// Serve returns the predictor of a pool file: its patterns (an online
+// predictor with opts) joined with its conversation model, if any.
+func Serve(pool *pattern.Pool, opts *predict.OnlineOptions) (*predict.Joined, error) {
+	online, err := predict.NewOnline(pool, opts)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := Parts(pool)
+	if err != nil {
+		return nil, err
+	}
+	return predict.Join(append([]predict.Part{online}, parts...)...), nil
 }

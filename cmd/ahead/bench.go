@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ahead-dev/ahead/convo"
 	"os"
 	"slices"
 	"strings"
@@ -243,7 +244,7 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 			return fmt.Errorf("mining: %w", err)
 		}
 		pool = p
-		heard, err := mineConversation(pool, toMine)
+		heard, err := convo.MineInto(pool, toMine)
 		if err != nil {
 			return err
 		}
@@ -268,8 +269,7 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 		return nil
 	}
 	o.Predictor = func() (bench.Predictor, error) {
-		_, p, err := newPredictor(pool, nil)
-		return p, err
+		return convo.Serve(pool, nil)
 	}
 	return nil
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -34,23 +31,12 @@ func TestServeHearsTheConversation(t *testing.T) {
 		t.Fatal("the pool has no conversation model")
 	}
 
-	var mu sync.Mutex
-	runs := map[string]int{}
-	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		runs[r.URL.Path+string(body)]++
-		mu.Unlock()
+	tools := newCountingTools(t, func(_ string, body []byte) string {
 		var args map[string]string
 		json.Unmarshal(body, &args)
-		fmt.Fprintf(w, `{"member_id": %q, "loans": []}`, args["member_id"])
-	}))
-	defer tools.Close()
-	count := func(k string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return runs[k]
-	}
+		return fmt.Sprintf(`{"member_id": %q, "loans": []}`, args["member_id"])
+	})
+	count := tools.count
 	cfg := filepath.Join(dir, "ahead.yaml")
 	if err := os.WriteFile(cfg, []byte(`
 patterns: {pool: ./pool.json, learn: false}

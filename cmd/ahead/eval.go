@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/ahead-dev/ahead/convo"
 	"os"
 
 	"github.com/ahead-dev/ahead/evaluate"
@@ -79,7 +80,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	ngram := predict.NewNGram(*ngramN)
 	ngram.Train(baseTrain)
-	_, online, err := newPredictor(pool, &predict.OnlineOptions{Frozen: !*learn})
+	online, err := convo.Serve(pool, &predict.OnlineOptions{Frozen: !*learn})
 	if err != nil {
 		return err
 	}

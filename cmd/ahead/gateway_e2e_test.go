@@ -23,26 +23,15 @@ import (
 // then served by it, the write runs only when the agent calls it, and the
 // agent reads exactly the bytes the upstream sent.
 func TestServeGatewayStreamTimeDispatch(t *testing.T) {
-	var mu sync.Mutex
-	runs := map[string]int{}
 	readStarted := make(chan struct{})
 	var once sync.Once
-	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		runs[r.URL.Path+string(body)]++
-		mu.Unlock()
-		if r.URL.Path == "/tools/lookup" {
+	tools := newCountingTools(t, func(path string, _ []byte) string {
+		if path == "/tools/lookup" {
 			once.Do(func() { close(readStarted) })
 		}
-		fmt.Fprintf(w, `{"done": %q}`, r.URL.Path)
-	}))
-	defer tools.Close()
-	count := func(k string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return runs[k]
-	}
+		return fmt.Sprintf(`{"done": %q}`, path)
+	})
+	count := tools.count
 
 	chunk := func(delta string) string {
 		return `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ahead-dev/ahead/convo"
 	"io"
 	"log/slog"
 	"regexp"
@@ -170,7 +171,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mineConversation(pool, sessions); err != nil {
+	if _, err := convo.MineInto(pool, sessions); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"github.com/ahead-dev/ahead/convo"
 	"log/slog"
 
 	"github.com/ahead-dev/ahead/config"
@@ -23,7 +24,7 @@ const learnCalls = 20000
 // recordings show a pattern recur.
 func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, logger *slog.Logger) (*predict.Served, error) {
 	opts := predict.PoolOptions{Path: pc.Pool, Learn: pc.Learn, Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
-		MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions, Logger: logger, Parts: conversationParts}
+		MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions, Logger: logger, Parts: convo.Parts}
 	if tracesDir != "" {
 		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }
 	}

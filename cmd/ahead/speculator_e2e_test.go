@@ -19,21 +19,9 @@ import (
 // guesses a safe read and an unsafe delete. The read runs and serves the
 // agent's call; the delete never runs until the agent calls it.
 func TestServeSpeculator(t *testing.T) {
-	var mu sync.Mutex
-	runs := map[string]int{}
-	tools := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		runs[r.URL.Path+string(body)]++
-		mu.Unlock()
-		fmt.Fprintf(w, `{"done": %q}`, r.URL.Path)
-	}))
-	defer tools.Close()
-	count := func(k string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return runs[k]
-	}
+	tools := newCountingTools(t, func(path string, _ []byte) string { return fmt.Sprintf(`{"done": %q}`, path) })
+	count := tools.count
+	var mu sync.Mutex // protects asked
 	var asked []string
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -5,43 +5,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ahead-dev/ahead/convo"
-	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/speculator"
 	"github.com/ahead-dev/ahead/trace"
 )
-
-// newPredictor returns what serves a pool: the online pattern predictor
-// (kept apart for checkpoints), and the predictor to hand the engine, which
-// joins it with the conversation model's predictor when the pool has one.
-func newPredictor(pool *pattern.Pool, opts *predict.OnlineOptions) (*predict.Online, *predict.Joined, error) {
-	online, err := predict.NewOnline(pool, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	parts, err := conversationParts(pool)
-	if err != nil {
-		return nil, nil, err
-	}
-	return online, predict.Join(append([]predict.Part{online}, parts...)...), nil
-}
-
-// conversationParts returns the predictor of the conversation model pool
-// carries, if any (predict.PoolOptions.Parts).
-func conversationParts(pool *pattern.Pool) ([]predict.Part, error) {
-	c, err := convo.FromPool(pool, nil)
-	if c == nil || err != nil {
-		return nil, err
-	}
-	return []predict.Part{c}, nil
-}
-
-// mineConversation adds the conversation model of sessions to pool, when
-// the sessions carry messages.
-func mineConversation(pool *pattern.Pool, sessions []trace.Session) (bool, error) {
-	return convo.MineInto(pool, sessions)
-}
 
 // benchSpeculator turns --speculator into the bench's speculator: sim:ACC:LAT
 // (a simulation that knows the true next call with probability ACC and
