@@ -1,20 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"path/filepath"
 
 	"github.com/ahead-dev/ahead/config"
-	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
-	"github.com/ahead-dev/ahead/trace"
+	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/server"
 )
 
 const mcpDescription = `Serve MCP over stdio in front of MCP servers: the upstream given after --
@@ -55,7 +51,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	var pol *policy.Policy
 	var patterns *config.Patterns
-	traceOpts := &trace.WriterOptions{Prefix: "mcp"}
+	var traces *config.Traces
 	if *configFile != "" {
 		// The file is read as ahead serve reads it, so one file serves
 		// both commands and its errors are the same. Of it, ahead mcp uses
@@ -75,13 +71,13 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		pol = cfg.Policy
 		*trust = *trust || cfg.TrustAnnotations
 		patterns = cfg.Patterns
-		if *tracesDir == "" && cfg.Traces != nil {
-			*tracesDir = cfg.Traces.Dir
-			if cfg.Traces.Prefix != "" {
-				traceOpts.Prefix = cfg.Traces.Prefix
-			}
-			traceOpts.MaxBytes = cfg.Traces.MaxFileBytes
+		if t := cfg.Traces; t != nil {
+			// Its traces are named for the command unless it names them.
+			traces = &config.Traces{Dir: t.Dir, Prefix: cmp.Or(t.Prefix, "mcp"), MaxFileBytes: t.MaxFileBytes}
 		}
+	}
+	if *tracesDir != "" {
+		traces = &config.Traces{Dir: *tracesDir, Prefix: "mcp"}
 	}
 	switch *patternsFile {
 	case "":
@@ -104,78 +100,16 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		pol = nil
 	}
 
-	var pred *predict.Served
-	if patterns != nil {
-		if pred, err = loadPredictor(patterns, *tracesDir, 0, logger); err != nil {
-			return err
-		}
-		if patterns.Learn && *tracesDir == "" {
-			logger.Info("patterns: without --traces, new patterns are found only in this session's calls; record with --traces to learn across sessions")
-		}
+	cfg := &config.Config{Upstreams: ups, Policy: pol, TrustAnnotations: *trust, Patterns: patterns, Traces: traces}
+	opts := &server.Options{Logger: logger, Stderr: e.stderr, Summary: e.stderr, Version: version}
+	if *quiet {
+		opts.Summary = nil
 	}
-	var rec *trace.Writer
-	if *tracesDir != "" {
-		if err := os.MkdirAll(*tracesDir, 0o755); err != nil {
-			return fmt.Errorf("traces: %w", err)
-		}
-		if rec, err = trace.NewWriter(*tracesDir, traceOpts); err != nil {
-			return fmt.Errorf("traces: %w", err)
-		}
-	}
-
-	// Over stdio there is one session: the trusted upstreams' annotations
-	// are read from its own connection when it starts, rather than from a
-	// second launch at startup (issue 14).
-	proxy, pol, err := newMCPFront(ctx, ups, pol, *trust, false, logger, e.stderr)
-	if err != nil {
-		return errors.Join(err, closeMCP(nil, nil, pred, rec))
-	}
-	opts := engine.Options{
-		Backends: proxy.Backends(),
-		Route:    proxy.Route,
-		Policy:   pol,
-		Logger:   logger,
-	}
-	// Interface fields stay nil (not a typed nil) when unset.
-	if pred != nil {
-		opts.Predictor = pred
-	}
-	if rec != nil {
-		opts.Recorder = rec
-	}
-	eng := engine.New(opts)
-	proxy.Attach(eng)
-	t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
-	// The end of stdin is the agent hanging up: a clean exit, with what
-	// was learnt checkpointed and the summary printed.
-	err = proxy.Serve(ctx, t)
-	err = errors.Join(err, closeMCP(eng, proxy, pred, rec))
-	if !*quiet {
-		fmt.Fprintln(e.stderr, eng.Stats().Summary())
-	}
-	return err
+	return server.ServeMCP(ctx, cfg, e.stdin, e.stdout, opts)
 }
 
-// closeMCP stops what ahead mcp started, in dependency order: the engine
-// (cancelling speculative work and writing its records), the upstreams,
-// then the final checkpoint and the traces. nil parts are skipped.
-func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *predict.Served, rec *trace.Writer) error {
-	var errs []error
-	if eng != nil {
-		eng.Close()
-	}
-	if proxy != nil {
-		errs = append(errs, proxy.Close())
-	}
-	if pred != nil {
-		errs = append(errs, pred.Close())
-	}
-	if rec != nil {
-		errs = append(errs, rec.Close())
-	}
-	return errors.Join(errs...)
+// commandUpstream is the upstream given on the command line (ahead mcp,
+// ahead init).
+func commandUpstream(args []string) mcpproxy.Upstream {
+	return mcpproxy.Upstream{Name: filepath.Base(args[0]), Command: args[0], Args: args[1:], Limits: sched.Limits{}}
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

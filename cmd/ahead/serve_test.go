@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/server"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -94,8 +94,8 @@ func minePool(t *testing.T, path string) {
 	}
 }
 
-// server is `ahead serve` running through run, as main runs it.
-type server struct {
+// served is `ahead serve` running through run, as main runs it.
+type served struct {
 	url    string
 	cancel context.CancelFunc // SIGTERM
 	code   chan int           // run's exit code
@@ -105,11 +105,11 @@ type server struct {
 
 var listening = regexp.MustCompile(`msg="ahead serve: listening" addr=(http://[0-9.:]+)`)
 
-func startAheadServe(t *testing.T, args ...string) *server {
+func startAheadServe(t *testing.T, args ...string) *served {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
-	s := &server{cancel: cancel, code: make(chan int, 1)}
+	s := &served{cancel: cancel, code: make(chan int, 1)}
 	logRead := make(chan struct{})
 	go func() { // owned: ends when run returns and the pipe closes
 		code := run(ctx, &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: pw}, append([]string{"serve"}, args...))
@@ -145,7 +145,7 @@ func startAheadServe(t *testing.T, args ...string) *server {
 	return s
 }
 
-func (s *server) logText() string {
+func (s *served) logText() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.log.String()
@@ -406,8 +406,6 @@ func TestServeListenerInUse(t *testing.T) {
 	}
 }
 
-var quietLogger = slog.New(slog.DiscardHandler)
-
 // TestServeQuiesce checks that after SIGTERM the calls still finishing
 // start no speculative work (nothing would claim it).
 func TestServeQuiesce(t *testing.T) {
@@ -422,22 +420,22 @@ speculation_policy: {tools: {fetch: {allow: true}}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openStack(t.Context(), cfg, quietLogger, io.Discard)
+	st, err := server.Open(t.Context(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.close()
-	if _, err := st.eng.Call(t.Context(), "a", "search", json.RawMessage(`{"q":"go"}`)); err != nil {
+	defer st.Close()
+	if _, err := st.Engine().Call(t.Context(), "a", "search", json.RawMessage(`{"q":"go"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if n := st.eng.Stats().Entries; n != 2 {
+	if n := st.Engine().Stats().Entries; n != 2 {
 		t.Fatalf("before shutdown: %d speculative entries, want 2 (the fetches of both results)", n)
 	}
-	st.quiesce()
-	if _, err := st.eng.Call(t.Context(), "b", "search", json.RawMessage(`{"q":"rust"}`)); err != nil {
+	st.Quiesce()
+	if _, err := st.Engine().Call(t.Context(), "b", "search", json.RawMessage(`{"q":"rust"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if n := st.eng.Stats().Entries; n > 1 {
+	if n := st.Engine().Stats().Entries; n > 1 {
 		t.Errorf("after quiesce: %d speculative entries, want no new one", n)
 	}
 }
@@ -517,5 +515,31 @@ func TestServeSummary(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "new-pool.json")); err != nil {
 		t.Errorf("the pool was not written at exit: %v", err)
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7777": true, "[::1]:7777": true, "localhost:1": true,
+		"0.0.0.0:7777": false, ":7777": false, "10.0.0.1:80": false,
+	} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestServeRefusesOpenAddressWithoutToken checks that ahead serve does not
+// open its tools to the network by accident.
+func TestServeRefusesOpenAddressWithoutToken(t *testing.T) {
+	dir := t.TempDir()
+	cfg := dir + "/ahead.yaml"
+	if err := os.WriteFile(cfg, []byte("backends: {b: {http: {url: 'http://127.0.0.1:9/{tool}'}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	code := run(t.Context(), &env{stdout: &out, stderr: &out}, []string{"serve", "--config", cfg, "--listen", "0.0.0.0:0"})
+	if code != 2 || !strings.Contains(out.String(), "without a token: set auth_token_env") {
+		t.Errorf("exit %d, stderr %q; want 2 and a word about auth_token_env", code, out.String())
 	}
 }

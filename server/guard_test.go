@@ -1,15 +1,13 @@
-package main
+package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -133,31 +131,5 @@ func TestGuardToken(t *testing.T) {
 		if tc.code == 401 && !strings.HasPrefix(string(b), `{"error":`) {
 			t.Errorf("401 body %q is not a JSON error", b)
 		}
-	}
-}
-
-func TestLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:7777": true, "[::1]:7777": true, "localhost:1": true,
-		"0.0.0.0:7777": false, ":7777": false, "10.0.0.1:80": false,
-	} {
-		if got := loopback(addr); got != want {
-			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
-// TestServeRefusesOpenAddressWithoutToken checks that ahead serve does not
-// open its tools to the network by accident.
-func TestServeRefusesOpenAddressWithoutToken(t *testing.T) {
-	dir := t.TempDir()
-	cfg := dir + "/ahead.yaml"
-	if err := os.WriteFile(cfg, []byte("backends: {b: {http: {url: 'http://127.0.0.1:9/{tool}'}}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	code := run(t.Context(), &env{stdout: &out, stderr: &out}, []string{"serve", "--config", cfg, "--listen", "0.0.0.0:0"})
-	if code != 2 || !strings.Contains(out.String(), "without a token: set auth_token_env") {
-		t.Errorf("exit %d, stderr %q; want 2 and a word about auth_token_env", code, out.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -19,8 +19,9 @@ var otlpEnv = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP
 // newTracerProvider returns a TracerProvider that batches spans to an
 // OTLP/HTTP collector configured by the standard OTEL_EXPORTER_OTLP_*
 // variables (endpoint, headers, timeout, ...), or nil when none names an
-// endpoint. Shut it down to flush.
-func newTracerProvider(ctx context.Context, lookupEnv func(string) (string, bool)) (*sdktrace.TracerProvider, error) {
+// endpoint. Spans carry version as service.version. Shut it down to
+// flush.
+func newTracerProvider(ctx context.Context, lookupEnv func(string) (string, bool), version string) (*sdktrace.TracerProvider, error) {
 	configured := false
 	for _, k := range otlpEnv {
 		if v, ok := lookupEnv(k); ok && v != "" {

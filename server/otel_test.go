@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestTracerProviderOffWithoutEndpoint(t *testing.T) {
-	tp, err := newTracerProvider(t.Context(), func(string) (string, bool) { return "", false })
+	tp, err := newTracerProvider(t.Context(), func(string) (string, bool) { return "", false }, "test")
 	if tp != nil || err != nil {
 		t.Errorf("newTracerProvider with no OTLP endpoint = %v, %v; want nil, nil", tp, err)
 	}
@@ -39,7 +39,7 @@ func TestTracerProviderExportsOTLP(t *testing.T) {
 			return collector.URL, true
 		}
 		return "", false
-	})
+	}, "test")
 	if err != nil || tp == nil {
 		t.Fatalf("newTracerProvider = %v, %v", tp, err)
 	}

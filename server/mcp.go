@@ -1,0 +1,157 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// The MCP front of ahead, shared by ServeMCP (ahead mcp, stdio) and Run
+// (ahead serve, streamable HTTP at /mcp). The engine needs the proxy's
+// backends and router when it is built, and the proxy needs the engine to
+// serve, so the wiring has three steps:
+//
+//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, opts)
+//	eng := engine.New(engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
+//	mountMCP(mux, p, eng)   // serves /mcp
+//	...
+//	eng.Close(); p.Close()
+
+// newMCPFront builds the proxy for the upstreams and returns the engine's
+// policy: base (the operator's; nil denies all) with the annotations of
+// trusted upstreams folded in under it. trustAll trusts every upstream
+// (--trust-annotations, or the configuration's trust_annotations). With
+// probe, the trusted upstreams are started now to read their annotations;
+// without, they are read from each session's own connection.
+func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll, probe bool, o *Options) (*mcpproxy.Proxy, *policy.Policy, error) {
+	if trustAll {
+		for i := range ups {
+			ups[i].TrustAnnotations = true
+		}
+	}
+	// The operator's policy is the base of the annotation rules, at
+	// startup (below) and when sessions list new or changed tools.
+	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups, Logger: o.Logger, Stderr: o.Stderr, Version: o.Version, Policy: base})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !probe {
+		return p, base, nil
+	}
+	tools, err := p.TrustedTools(ctx)
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	pol := base
+	if len(tools) > 0 {
+		pol = mcpproxy.AnnotationPolicy(base, tools)
+	}
+	return p, pol, nil
+}
+
+// mountMCP serves the proxy over streamable HTTP at /mcp of mux, with
+// tools/call going through eng (built with the proxy's backends and route).
+func mountMCP(mux *http.ServeMux, p *mcpproxy.Proxy, eng mcpproxy.Caller) {
+	p.Attach(eng)
+	mux.Handle("/mcp", p.Handler())
+}
+
+// ServeMCP serves one MCP session reading in and writing out (ahead mcp:
+// stdin and stdout) in front of cfg's upstreams, until in ends or ctx is
+// done, then stops what it started and writes the engine's summary to
+// opts.Summary. Neither in nor out is closed. Of cfg it uses Upstreams,
+// Policy, TrustAnnotations, Patterns and Traces (Dir, Prefix, MaxFileBytes);
+// the engine runs with its defaults. There is one session, so the trusted
+// upstreams' annotations are read from its own connection when it starts,
+// rather than from a second launch (issue 14).
+func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writer, opts *Options) error {
+	o := opts.withDefaults()
+	var pred *predict.Served
+	var rec *trace.Writer
+	var err error
+	dir := ""
+	if cfg.Traces != nil {
+		dir = cfg.Traces.Dir
+	}
+	if cfg.Patterns != nil {
+		if pred, err = loadPredictor(cfg.Patterns, dir, 0, o.Logger); err != nil {
+			return err
+		}
+		if cfg.Patterns.Learn && dir == "" {
+			o.Logger.Info("patterns: without --traces, new patterns are found only in this session's calls; record with --traces to learn across sessions")
+		}
+	}
+	if dir != "" {
+		err := os.MkdirAll(dir, 0o755)
+		if err == nil {
+			rec, err = trace.NewWriter(dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes})
+		}
+		if err != nil {
+			return errors.Join(fmt.Errorf("traces: %w", err), closeMCP(nil, nil, pred, nil))
+		}
+	}
+	proxy, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, false, o)
+	if err != nil {
+		return errors.Join(err, closeMCP(nil, nil, pred, rec))
+	}
+	eo := engine.Options{
+		Backends: proxy.Backends(),
+		Route:    proxy.Route,
+		Policy:   pol,
+		Logger:   o.Logger,
+	}
+	// Interface fields stay nil (not a typed nil) when unset.
+	if pred != nil {
+		eo.Predictor = pred
+	}
+	if rec != nil {
+		eo.Recorder = rec
+	}
+	eng := engine.New(eo)
+	proxy.Attach(eng)
+	// The end of the input is the agent hanging up: a clean exit, with
+	// what was learnt checkpointed.
+	err = proxy.Serve(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	err = errors.Join(err, closeMCP(eng, proxy, pred, rec))
+	if o.Summary != nil {
+		fmt.Fprintln(o.Summary, eng.Stats().Summary())
+	}
+	return err
+}
+
+// closeMCP stops what ServeMCP started, in dependency order: the engine
+// (cancelling speculative work and writing its records), the upstreams,
+// then the final checkpoint and the traces. nil parts are skipped.
+func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *predict.Served, rec *trace.Writer) error {
+	var errs []error
+	if eng != nil {
+		eng.Close()
+	}
+	if proxy != nil {
+		errs = append(errs, proxy.Close())
+	}
+	if pred != nil {
+		errs = append(errs, pred.Close())
+	}
+	if rec != nil {
+		errs = append(errs, rec.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

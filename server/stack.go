@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/ahead-dev/ahead/backend/remote"
+	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/mcpproxy"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/speculator"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// A Stack is the engine and everything it uses, built from a
+// configuration: backends, policy, the pattern pool (with the conversation
+// model), the trace recorder, the fast-model speculator, the MCP proxy,
+// metrics and OpenTelemetry. Run serves one over HTTP.
+type Stack struct {
+	eng       *engine.Engine
+	reg       *prometheus.Registry
+	backends  map[string]engine.Backend
+	remotes   []*remote.Backend
+	recorder  *trace.Writer
+	predictor *predict.Served
+	spec      *speculator.Speculator   // nil without a speculator block
+	mcp       *mcpproxy.Proxy          // nil without mcpServers
+	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
+}
+
+// Open builds the engine and what it needs from cfg, starting cfg's MCP
+// upstreams to read the annotations of the trusted ones into the policy.
+// On error, whatever was started is stopped. Close the Stack when done.
+func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err error) {
+	o := opts.withDefaults()
+	logger := o.Logger
+	st := &Stack{reg: prometheus.NewRegistry(), backends: make(map[string]engine.Backend)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, st.Close())
+		}
+	}()
+	st.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	routes := make(map[string]string) // tool → backend name
+	fallback := ""                    // the backend without a tools list
+	for _, bc := range cfg.Backends {
+		b, err := cfg.NewBackend(bc)
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := b.(*remote.Backend); ok {
+			st.remotes = append(st.remotes, r)
+		}
+		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits, PerSession: bc.PerSession}
+		for _, t := range bc.Tools {
+			routes[t] = bc.Name
+		}
+		if bc.Tools == nil {
+			fallback = bc.Name
+		}
+	}
+	if cfg.Traces != nil {
+		st.recorder, err = trace.NewWriter(cfg.Traces.Dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes, MaxFiles: cfg.Traces.MaxFiles})
+		if err != nil {
+			return nil, fmt.Errorf("traces: %w", err)
+		}
+	}
+	if cfg.Patterns != nil {
+		dir := ""
+		if cfg.Traces != nil {
+			dir = cfg.Traces.Dir
+		}
+		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, logger); err != nil {
+			return nil, err
+		}
+		p := st.predictor
+		st.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ahead_checkpoint_failures_total", Help: "Periodic checkpoints of the pattern pool that failed (each is logged).",
+		}, func() float64 { return float64(p.CheckpointFailures()) }))
+	}
+	pol := cfg.Policy
+	var mcpRoute func(string) (string, bool)
+	if len(cfg.Upstreams) > 0 {
+		// The MCP front (mcp.go) starts the trusted upstreams here to
+		// read their annotations into the policy.
+		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, true, o); err != nil {
+			return nil, fmt.Errorf("%s: %w", config.MCPServersKey, err)
+		}
+		maps.Copy(st.backends, st.mcp.Backends())
+		mcpRoute = st.mcp.Route
+	}
+
+	eo := cfg.Engine.Options()
+	eo.Backends = st.backends
+	// One router for every kind of backend, so that the configuration's
+	// lists win, MCP upstreams come next and the catch-all backend last,
+	// whatever the map order.
+	eo.Route = func(tool string) (string, bool) {
+		if b, ok := routes[tool]; ok {
+			return b, true
+		}
+		if mcpRoute != nil {
+			if b, ok := mcpRoute(tool); ok {
+				return b, true
+			}
+		}
+		return fallback, fallback != ""
+	}
+	eo.Policy, eo.Registerer, eo.Logger = pol, st.reg, logger
+	// Interface fields stay nil (not a typed nil) when unset.
+	if st.predictor != nil {
+		eo.Predictor = st.predictor
+	}
+	if cfg.Speculator != nil {
+		if st.spec, err = newSpeculator(cfg.Speculator, slices.Sorted(maps.Keys(routes)), pol, &st.eng, st.reg, logger); err != nil {
+			return nil, err
+		}
+		if st.predictor != nil {
+			eo.Predictor = predict.Join(st.predictor, st.spec)
+		} else {
+			eo.Predictor = st.spec
+		}
+	}
+	if st.recorder != nil {
+		eo.Recorder = st.recorder
+	}
+	if st.tracing, err = newTracerProvider(ctx, os.LookupEnv, o.Version); err != nil {
+		return nil, err
+	}
+	if st.tracing != nil {
+		eo.TracerProvider = st.tracing
+	}
+	st.eng = engine.New(eo)
+	return st, nil
+}
+
+// Engine returns the stack's engine, for the fronts to call.
+func (st *Stack) Engine() *engine.Engine { return st.eng }
+
+// Close stops the stack in dependency order: the engine first (cancelling
+// speculative work and writing its records), then what it used. Call it
+// after the fronts have stopped.
+func (st *Stack) Close() error {
+	var errs []error
+	if st.eng != nil {
+		st.eng.Close()
+	}
+	if st.spec != nil {
+		st.spec.Close()
+	}
+	if st.mcp != nil {
+		errs = append(errs, st.mcp.Close())
+	}
+	if st.predictor != nil {
+		errs = append(errs, st.predictor.Close())
+	}
+	if st.recorder != nil {
+		errs = append(errs, st.recorder.Close())
+	}
+	for _, r := range st.remotes {
+		r.Close()
+	}
+	if st.tracing != nil {
+		// Flush the last spans; a collector that is gone must not hold
+		// the shutdown for long.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		errs = append(errs, st.tracing.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Quiesce stops speculation (queued and running work is cancelled, none
+// starts) while the calls in flight are still served; the predictor keeps
+// learning from them.
+func (st *Stack) Quiesce() { st.eng.Quiesce() }
+
+// Patterns is the number of patterns the predictor serves (0 without one).
+func (st *Stack) Patterns() int {
+	if st.predictor == nil {
+		return 0
+	}
+	return st.predictor.Patterns()
+}
