@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/backend/replay"
-	"github.com/ahead-dev/ahead/convo"
-	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -54,29 +52,25 @@ func Demo(ctx context.Context, w io.Writer, progress func(Progress)) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	pool, err := mine.Mine(toMine, nil)
-	if err != nil {
-		return nil, fmt.Errorf("mining: %w", err)
-	}
-	// The sample carries the conversation: the first calls are predicted
-	// from what the customers said.
-	if _, err := convo.MineInto(pool, toMine); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(w, "Mined %d patterns from %d real tau2 sessions in %.1fs; replaying %d sessions of other tasks\n",
-		len(pool.Patterns), len(toMine), time.Since(t0).Seconds(), len(sessions))
-	fmt.Fprintf(w, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
-	return Run(ctx, sessions, &Options{
-		Predictor:   func() (Predictor, error) { return convo.Serve(pool, nil) },
-		Mine:        toMine,
+	o := &Options{
 		Policy:      pol,
 		Latency:     lat,
 		TimeScale:   demoTimeScale,
 		Concurrency: demoConcurrency,
 		Seed:        demoSeed,
 		Progress:    progress,
-	})
+	}
+	// The sample carries the conversation: the first calls are predicted
+	// from what the customers said.
+	t0 := time.Now()
+	pool, _, err := o.MinePool(toMine)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "Mined %d patterns from %d real tau2 sessions in %.1fs; replaying %d sessions of other tasks\n",
+		len(pool.Patterns), len(toMine), time.Since(t0).Seconds(), len(sessions))
+	fmt.Fprintf(w, "through the engine in every mode, %g times faster than real time (figures in the agents' time).\n\n", 1/demoTimeScale)
+	return Run(ctx, sessions, o)
 }
 
 func demoSessions(name string) ([]trace.Session, error) {

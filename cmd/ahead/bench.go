@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ahead-dev/ahead/convo"
 	"os"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/bench"
-	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/progress"
@@ -128,7 +126,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	opts.Model = bench.Model{TTFT: f.modelTTFT, TPS: f.modelTPS}
 	opts.NoStream = f.noStream
 	if f.spec != "" {
-		if opts.SpeculatorName, opts.Speculator, err = benchSpeculator(f.spec, f.specModel, f.specKeyEnv, f.seed, f.timeScale); err != nil {
+		if err := f.speculator(opts); err != nil {
 			return err
 		}
 	}
@@ -204,14 +202,14 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 // from --mine-from) and the baselines' mining sessions, or drops the ahead
 // mode when it was not asked for explicitly and there are no patterns.
 func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, o *bench.Options) error {
-	var pool *pattern.Pool
 	switch {
 	case f.patterns != "":
-		p, err := pattern.Load(f.patterns)
+		pool, err := pattern.Load(f.patterns)
 		if err != nil {
 			return err
 		}
-		pool = p
+		o.UsePool(pool)
+		return nil
 	case len(f.mineFrom) > 0:
 		mt := tf
 		mt.part = map[string]string{"all": "all", "train": "test", "test": "train"}[tf.part]
@@ -219,57 +217,50 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 		if err != nil {
 			return err
 		}
-		if !f.allowOverlap {
-			ids := make(map[string]bool, len(replayed))
-			for _, s := range replayed {
-				ids[s.ID] = true
-			}
-			n := 0
-			for _, s := range toMine {
-				if ids[s.ID] {
-					n++
-				}
-			}
-			if n > 0 {
-				return usageErr("--mine-from includes %d of the replayed sessions: mining on them flatters ahead (split with --part, or --allow-overlap)", n)
-			}
+		if n := bench.Overlap(replayed, toMine); n > 0 && !f.allowOverlap {
+			return usageErr("--mine-from includes %d of the replayed sessions: mining on them flatters ahead (split with --part, or --allow-overlap)", n)
 		}
-		if len(toMine) == 0 {
-			return errors.New("--mine-from: no sessions to mine")
-		}
-		o.Mine = toMine
 		t0 := time.Now()
-		p, err := mine.Mine(toMine, nil)
+		pool, heard, err := o.MinePool(toMine)
 		if err != nil {
-			return fmt.Errorf("mining: %w", err)
-		}
-		pool = p
-		heard, err := convo.MineInto(pool, toMine)
-		if err != nil {
-			return err
+			return fmt.Errorf("--mine-from: %w", err)
 		}
 		what := ""
 		if heard {
 			what = " and their conversation"
 		}
-		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns%s from %d sessions in %.1fs\n", len(p.Patterns), what, len(toMine), time.Since(t0).Seconds())
-	}
-	if pool == nil {
-		if slices.Contains(o.Modes, bench.Ahead) {
-			return usageErr("the ahead mode needs --patterns or --mine-from")
-		}
-		if o.Modes == nil {
-			for _, m := range bench.Modes {
-				if m != bench.Ahead {
-					o.Modes = append(o.Modes, m)
-				}
-			}
-			fmt.Fprintln(e.stderr, "ahead bench: no --patterns or --mine-from: the ahead mode is skipped")
-		}
+		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns%s from %d sessions in %.1fs\n", len(pool.Patterns), what, len(toMine), time.Since(t0).Seconds())
 		return nil
 	}
-	o.Predictor = func() (bench.Predictor, error) {
-		return convo.Serve(pool, nil)
+	if slices.Contains(o.Modes, bench.Ahead) {
+		return usageErr("the ahead mode needs --patterns or --mine-from")
+	}
+	if o.Modes == nil {
+		for _, m := range bench.Modes {
+			if m != bench.Ahead {
+				o.Modes = append(o.Modes, m)
+			}
+		}
+		fmt.Fprintln(e.stderr, "ahead bench: no --patterns or --mine-from: the ahead mode is skipped")
+	}
+	return nil
+}
+
+// speculator sets the ahead mode's speculator from --speculator and the
+// flags that go with it.
+func (f *benchFlags) speculator(o *bench.Options) error {
+	sim := strings.HasPrefix(f.spec, "sim:")
+	if !sim && f.specModel == "" {
+		return usageErr("--speculator URL needs --speculator-model (or give sim:ACC:LAT)")
+	}
+	key := ""
+	if !sim && f.specKeyEnv != "" {
+		if key = os.Getenv(f.specKeyEnv); key == "" {
+			return usageErr("--speculator-key-env: environment variable %s is not set", f.specKeyEnv)
+		}
+	}
+	if err := o.SetSpeculator(f.spec, f.specModel, key); err != nil {
+		return usageErr("--speculator: %v", err)
 	}
 	return nil
 }

@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ahead-dev/ahead/convo"
+	"github.com/ahead-dev/ahead/mine"
+	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/speculator"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// UsePool makes pool the ahead mode's patterns, served with the
+// conversation model it carries (if any), a fresh predictor per run.
+func (o *Options) UsePool(pool *pattern.Pool) {
+	o.Predictor = func() (Predictor, error) { return convo.Serve(pool, nil) }
+}
+
+// MinePool mines the ahead mode's pool from sessions: tool-call patterns
+// and, when the sessions carry one, the conversation (heard reports that
+// they did); then uses it (UsePool). The sessions are also the baselines'
+// history (o.Mine).
+func (o *Options) MinePool(sessions []trace.Session) (pool *pattern.Pool, heard bool, err error) {
+	if len(sessions) == 0 {
+		return nil, false, errors.New("no sessions to mine")
+	}
+	if pool, err = mine.Mine(sessions, nil); err != nil {
+		return nil, false, fmt.Errorf("mining: %w", err)
+	}
+	if heard, err = convo.MineInto(pool, sessions); err != nil {
+		return nil, false, err
+	}
+	o.Mine = sessions
+	o.UsePool(pool)
+	return pool, heard, nil
+}
+
+// Overlap counts the sessions of mined that are also replayed: mining on
+// the replayed sessions flatters the ahead mode.
+func Overlap(replayed, mined []trace.Session) int {
+	ids := make(map[string]bool, len(replayed))
+	for _, s := range replayed {
+		ids[s.ID] = true
+	}
+	n := 0
+	for _, s := range mined {
+		if ids[s.ID] {
+			n++
+		}
+	}
+	return n
+}
+
+// SetSpeculator adds a speculator to the ahead mode (Speculator and
+// SpeculatorName) from spec: "sim:ACC:LAT" simulates one that has the true
+// next call among its guesses with probability ACC and answers LAT after
+// the think window opens (scaled by o.TimeScale like every wait, drawn
+// from o.Seed); anything else is the base URL of an OpenAI-compatible
+// server, asked for model with apiKey ("" sends no Authorization header).
+// Set TimeScale and Seed first.
+func (o *Options) SetSpeculator(spec, model, apiKey string) error {
+	if strings.HasPrefix(spec, "sim:") {
+		acc, lat, err := speculator.ParseSim(spec)
+		if err != nil {
+			return err
+		}
+		lat = time.Duration(float64(lat) * o.TimeScale)
+		seed := o.Seed
+		o.SpeculatorName = spec + " (a simulation, not a model)"
+		o.Speculator = func(offer func(string, []predict.Prediction), truth func(string) []trace.Event) (predict.Part, func(), error) {
+			s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: acc, Latency: lat, Seed: seed, Truth: truth, Offer: offer})
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, s.Close, nil
+		}
+		return nil
+	}
+	if model == "" {
+		return fmt.Errorf("the speculator at %s needs a model", spec)
+	}
+	o.SpeculatorName = spec + " (model " + model + ")"
+	o.Speculator = func(offer func(string, []predict.Prediction), _ func(string) []trace.Event) (predict.Part, func(), error) {
+		s, err := speculator.New(&speculator.Options{BaseURL: spec, Model: model, APIKey: apiKey, Offer: offer})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	}
+	return nil
+}
