@@ -19,10 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
-	"github.com/ahead-dev/ahead/server"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -403,40 +401,6 @@ func TestServeListenerInUse(t *testing.T) {
 	code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, []string{"serve", "--config", cfg, "--listen", ln.Addr().String()})
 	if code != 1 || !strings.Contains(stderr.String(), "address already in use") {
 		t.Errorf("exit %d, stderr %s; want 1 and address already in use", code, stderr.String())
-	}
-}
-
-// TestServeQuiesce checks that after SIGTERM the calls still finishing
-// start no speculative work (nothing would claim it).
-func TestServeQuiesce(t *testing.T) {
-	tools := newToolServer(t)
-	dir := t.TempDir()
-	minePool(t, filepath.Join(dir, "pool.json"))
-	cfg, err := (&config.Loader{Dir: dir}).Parse("a.yaml", []byte(`
-patterns: {pool: ./pool.json, learn: false}
-backends: {web: {http: {url: "`+tools.URL+`/tools/{tool}"}}}
-speculation_policy: {tools: {fetch: {allow: true}}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := server.Open(t.Context(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Engine().Call(t.Context(), "a", "search", json.RawMessage(`{"q":"go"}`)); err != nil {
-		t.Fatal(err)
-	}
-	if n := st.Engine().Stats().Entries; n != 2 {
-		t.Fatalf("before shutdown: %d speculative entries, want 2 (the fetches of both results)", n)
-	}
-	st.Quiesce()
-	if _, err := st.Engine().Call(t.Context(), "b", "search", json.RawMessage(`{"q":"rust"}`)); err != nil {
-		t.Fatal(err)
-	}
-	if n := st.Engine().Stats().Entries; n > 1 {
-		t.Errorf("after quiesce: %d speculative entries, want no new one", n)
 	}
 }
 
