@@ -3,9 +3,8 @@
 //
 // It owns the file's shape, its defaults and its checks, and nothing that
 // runs: a *Config holds plain values (durations, byte counts, resolved
-// paths, sched.Limits, mcpproxy.Upstream, the parsed *policy.Policy) that
-// cmd/ahead hands to the packages that build backends, the engine and the
-// MCP front. The file is read from yaml.v3 nodes with package yamlnode, so
+// paths, sched.Limits, mcpproxy.Upstream, the parsed *policy.Policy) from
+// which package server builds backends, the engine and the MCP front. The file is read from yaml.v3 nodes with package yamlnode, so
 // every problem is reported as FILE:LINE:COL: field: message, and all of a
 // file's problems are reported at once. Unknown fields are errors: a typo
 // must not silently turn a setting off. Relative paths are resolved against

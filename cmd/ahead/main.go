@@ -3,9 +3,11 @@
 //
 // main is thin: it parses the subcommand, runs it with a context cancelled
 // on SIGINT/SIGTERM, and maps errors to exit codes (0 ok, 1 runtime failure,
-// 2 usage). Each command parses its flags and wires library packages
-// together: the configuration file is read by package config, ahead eval's
-// scoring is package evaluate's, and so on.
+// 2 usage). Each command parses its flags and hands them to the library
+// packages: the configuration file is read by package config, what ahead
+// serve and ahead mcp run is built and served by package server, ahead
+// eval's scoring is package evaluate's, ahead bench's replay package
+// bench's, and so on.
 package main
 
 import (
