@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/ahead-dev/ahead/convo"
 	"os"
 
+	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/evaluate"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
