@@ -40,6 +40,13 @@ const (
 	// A call line in shape, kept for the record; mining and evaluation
 	// skip it.
 	KindFailed = "failed"
+	// KindEmitted is a tool call the model emitted, as ahead's model
+	// gateway saw it complete in the model's response: Tool and Args (an
+	// object), CallID when the API gave one. It is what the model asked
+	// for, not a call anyone made: the agent's call, if it reaches ahead's
+	// tool side, is recorded there as a call line, once. Mining and
+	// evaluation skip it.
+	KindEmitted = "emitted"
 )
 
 // Roles of messages.
@@ -102,6 +109,7 @@ type Event struct {
 var (
 	callFields    = []string{"kind", "session", "seq", "step", "tool", "args", "status", "output", "requestor", "call_id", "ts", "result_ts", "duration_ms", "llm_ms", "speculative", "outcome", "source", "origin"}
 	messageFields = []string{"kind", "session", "seq", "step", "role", "content", "ts"}
+	emittedFields = []string{"kind", "session", "seq", "step", "tool", "args", "call_id", "ts"}
 	commonFields  = []string{"kind", "session", "seq", "step", "ts"}
 )
 
@@ -112,6 +120,8 @@ func fieldsOf(ev *Event) []string {
 		return callFields
 	case ev.IsMessage():
 		return messageFields
+	case ev.Kind == KindEmitted:
+		return emittedFields
 	}
 	return commonFields
 }

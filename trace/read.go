@@ -292,6 +292,22 @@ func parseMessage(raw *rawEvent) (Event, *parseError) {
 	}, nil
 }
 
+// parseEmitted checks a line of a call the model emitted: a tool and an
+// object of arguments, no result.
+func parseEmitted(raw *rawEvent) (Event, *parseError) {
+	if raw.Tool == nil || *raw.Tool == "" {
+		return Event{}, fieldErr("tool", "missing or empty")
+	}
+	args := bytes.TrimSpace(raw.Args)
+	if len(args) == 0 || args[0] != '{' {
+		return Event{}, fieldErr("args", "want a JSON object, got %.40q", args)
+	}
+	return Event{
+		Kind: KindEmitted, Session: *raw.Session, Seq: *raw.Seq, Step: raw.Step,
+		Tool: *raw.Tool, Args: json.RawMessage(args), CallID: raw.CallID, TS: raw.TS,
+	}, nil
+}
+
 // lineDecoder decodes the lines of one stream. It is not safe for
 // concurrent use.
 type lineDecoder struct {
@@ -386,6 +402,8 @@ func parseRaw(raw *rawEvent) (Event, *parseError) {
 		return Event{}, fieldErr("seq", "negative (%d)", *raw.Seq)
 	case raw.Kind == KindMessage:
 		return parseMessage(raw)
+	case raw.Kind == KindEmitted:
+		return parseEmitted(raw)
 	case raw.Kind != "" && raw.Kind != KindSpeculative && raw.Kind != KindFailed:
 		// A kind this reader does not know: kept, for tools that pass
 		// lines on; consumers skip it (Event.IsCall is false).

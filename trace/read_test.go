@@ -385,3 +385,49 @@ func TestSpeculativeLinesAreNotCalls(t *testing.T) {
 		t.Errorf("Collect kept %d calls, want the agent's 2", n)
 	}
 }
+
+// TestEmittedLines: a call the model emitted is a line of its own kind,
+// read and written back as it was, never one of the session's calls.
+func TestEmittedLines(t *testing.T) {
+	in := `{"kind":"emitted","session":"s","seq":0,"step":1,"tool":"get","args":{"id":"u_1"},"call_id":"call_1","ts":"2026-01-01T00:00:00Z"}
+{"session":"s","seq":0,"step":1,"tool":"get","args":{"id":"u_1"},"status":"ok","output":"x"}
+{"kind":"emitted","session":"s","seq":1,"step":2,"tool":"put","args":{}}
+`
+	var evs []Event
+	for ev, err := range NewReader(nil).Read("e.jsonl", strings.NewReader(in)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) != 3 || evs[0].Kind != KindEmitted || evs[0].IsCall() || evs[0].CallID != "call_1" || string(evs[0].Args) != `{"id":"u_1"}` || !evs[1].IsCall() {
+		t.Fatalf("read %+v", evs)
+	}
+	var buf bytes.Buffer
+	for _, ev := range evs {
+		if err := EncodeLine(&buf, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if buf.String() != in {
+		t.Errorf("written back:\n%s\nwant:\n%s", buf.String(), in)
+	}
+	sessions, err := Collect(NewReader(nil).Read("e.jsonl", strings.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sessions[0].Events); n != 1 {
+		t.Errorf("Collect kept %d calls, want the agent's 1", n)
+	}
+	for _, tc := range []struct{ line, field string }{
+		{`{"kind":"emitted","session":"s","seq":0,"args":{}}`, "tool"},
+		{`{"kind":"emitted","session":"s","seq":0,"tool":"get","args":[1]}`, "args"},
+		{`{"kind":"emitted","session":"s","seq":0,"tool":"get"}`, "args"},
+	} {
+		_, err := Collect(NewReader(nil).Read("e.jsonl", strings.NewReader(tc.line+"\n")))
+		le, ok := errors.AsType[*LineError](err)
+		if !ok || le.Field != tc.field {
+			t.Errorf("%s: err = %v, want a line error on field %s", tc.line, err, tc.field)
+		}
+	}
+}

@@ -178,6 +178,8 @@ func EncodeLine(w io.Writer, ev Event) error {
 	switch {
 	case ev.IsMessage():
 		v = messageLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Role: ev.Role, Content: ev.Content, TS: ev.TS}
+	case ev.Kind == KindEmitted:
+		v = emittedLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Tool: ev.Tool, Args: ev.Args, CallID: ev.CallID, TS: ev.TS}
 	case !ev.IsCall() && ev.Kind != KindSpeculative && ev.Kind != KindFailed:
 		v = otherLine(ev)
 	}
@@ -239,6 +241,19 @@ type messageLine struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 	TS      string `json:"ts,omitempty"`
+}
+
+// emittedLine is the shape of a call the model emitted: no status or
+// output, for there was no result.
+type emittedLine struct {
+	Kind    string          `json:"kind"`
+	Session string          `json:"session"`
+	Seq     int             `json:"seq"`
+	Step    int             `json:"step,omitempty"`
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args"`
+	CallID  string          `json:"call_id,omitempty"`
+	TS      string          `json:"ts,omitempty"`
 }
 
 // otherLine is the shape of a line of another kind: the fields that are
