@@ -25,7 +25,10 @@ type authCall struct {
 	seq     int
 	step    int
 	think   time.Duration
-	arrive  time.Time
+	// thinkHeard: the model side measured this step's think time
+	// (Engine.ThinkTime), which already counts in Engine.thinks.
+	thinkHeard bool
+	arrive     time.Time
 
 	toolTime time.Duration // how long the tool ran (speculatively or not)
 	executed bool          // ran authoritatively (its duration is a fresh sample)
@@ -166,7 +169,9 @@ func (c *authCall) finish(res Result, err error) {
 	ts := e.toolLocked(c.tool)
 	if c.think > 0 {
 		ts.think.observe(c.think)
-		e.thinks.observe(c.think)
+		if !c.thinkHeard {
+			e.thinks.observe(c.think)
+		}
 	}
 	if err == nil {
 		if c.executed {

@@ -80,6 +80,15 @@ type Recorder interface {
 	Record(ev trace.Event) error
 }
 
+// Linker links a session to another the same agent works in, on exact
+// evidence: an authoritative call in session that was first seen elsewhere
+// (a call the model emitted in a gateway session, before the agent made
+// it). It returns the session to fold into this one, once; ok is false when
+// there is none, or when several could match. gateway.Linker is one.
+type Linker interface {
+	Link(session string, key callkey.Key) (from string, ok bool)
+}
+
 // Backend is a backend with its capacity, as configured.
 type Backend struct {
 	Backend backend.Backend
@@ -110,6 +119,12 @@ type Options struct {
 	Predictor Predictor
 	// Recorder stores events; nil records nothing.
 	Recorder Recorder
+	// Linker, if set, is asked about every authoritative call; a session
+	// it names is folded into the call's session (Join) before the call
+	// looks for its speculative counterpart, so that work started in the
+	// other session (a call complete in the model's stream) serves it.
+	// Nil links nothing.
+	Linker Linker
 	// Registerer receives the Prometheus metrics; nil means none.
 	Registerer prometheus.Registerer
 	// TracerProvider receives OpenTelemetry spans: "ahead.call" for each
@@ -431,6 +446,11 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	}
 	rule := e.policy.Load().Lookup(tool)
 	canon := json.RawMessage(key.Args)
+	if e.opts.Linker != nil {
+		if from, ok := e.opts.Linker.Link(sessionID, key); ok {
+			e.Join(from, sessionID)
+		}
+	}
 	arrive := time.Now()
 
 	e.mu.Lock()
@@ -442,7 +462,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	if e.opts.Amplification > 0 {
 		e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
 	}
-	think := s.beginLocked(arrive)
+	think, thinkHeard := s.beginLocked(arrive)
 	e.busyLocked(s)
 	seq, step := s.seq, s.step
 	s.seq++
@@ -455,7 +475,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 
 	call := &authCall{
 		e: e, s: s, tool: tool, key: key, args: canon, rule: rule,
-		backend: bname, seq: seq, step: step, think: think, arrive: arrive,
+		backend: bname, seq: seq, step: step, think: think, thinkHeard: thinkHeard, arrive: arrive,
 	}
 	var span oteltrace.Span
 	if e.tracer != nil {

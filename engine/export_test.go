@@ -21,3 +21,10 @@ func DisableRule(e *Engine, name string) {
 	e.disabled |= r
 	e.mu.Unlock()
 }
+
+// ThinkSamples returns how many think times the engine has counted.
+func ThinkSamples(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.thinks.n
+}

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -74,18 +77,52 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 // and scheduler as the predictor's, merged by call key with what is
 // already speculated (the better probability wins; every origin is
 // credited). Offer never blocks on tool work.
+//
+// A call complete in the model's stream (OriginStream) is recorded as a
+// line of kind trace.KindEmitted, whatever the policy: the model asked for
+// it, which is not a call. The agent's call, if it reaches the tool side,
+// is recorded there as a call line, once.
 func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
-	if len(preds) == 0 || e.policy.Load() == nil {
+	if len(preds) == 0 {
 		return
 	}
+	record := e.opts.Recorder != nil && slices.ContainsFunc(preds, func(p predict.Prediction) bool { return p.Origin == predict.OriginStream })
+	if !record && e.policy.Load() == nil {
+		return
+	}
+	now := time.Now()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return
 	}
-	s := e.sessionLocked(sessionID, time.Now())
-	seq := s.seq
+	s := e.sessionLocked(sessionID, now)
+	seq, step := s.seq, s.step
+	if s.inflight == 0 {
+		step++ // the step these calls will make
+	}
 	e.unlock()
+	if record {
+		for _, p := range preds {
+			if p.Origin != predict.OriginStream {
+				continue
+			}
+			key, err := callkey.Make(p.Tool, p.Args)
+			if err != nil {
+				continue // not a call anyone could make: arguments that are not an object
+			}
+			ev := trace.Event{
+				Kind: trace.KindEmitted, Session: sessionID, Seq: seq, Step: step,
+				Tool: p.Tool, Args: json.RawMessage(key.Args), CallID: p.CallID, TS: now.UTC().Format(time.RFC3339Nano),
+			}
+			if err := e.opts.Recorder.Record(ev); err != nil {
+				e.opts.Logger.Warn("recording an emitted call", "session", sessionID, "tool", p.Tool, "err", err)
+			}
+		}
+	}
+	if e.policy.Load() == nil {
+		return
+	}
 	e.speculate(s, seq, preds, -1)
 }
 
@@ -151,12 +188,20 @@ func (s *session) lastUser() int {
 // ThinkTime gives the engine a model's think time measured where the model
 // is seen (the gateway: request sent → first tool call complete in the
 // stream), a sample beside those it measures itself between a result and
-// the next call. Default result lifetimes follow them.
+// the next call. Default result lifetimes follow them. Each step counts
+// once: the step's own result→call sample, when its call arrives, is not
+// added again (the model side's is the more precise: it excludes the rest
+// of the stream and the agent's own overhead).
 func (e *Engine) ThinkTime(sessionID string, d time.Duration) {
 	if d <= 0 {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
+	if e.closed {
+		return
+	}
+	s := e.sessionLocked(sessionID, time.Now())
+	s.thinkHeard = true
 	e.thinks.observe(d)
 }

@@ -53,22 +53,27 @@ type session struct {
 	msgBytes                    int64         // content bytes in msgs
 	gone                        bool          // dropped; late completions must not re-add state
 	begun                       bool          // Begin was called
+	// thinkHeard says the model side measured this step's think time
+	// (ThinkTime) since the last result: the step's own result→call
+	// sample is then not counted again in Engine.thinks.
+	thinkHeard bool
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think
-// time before it (zero if unknown). Calls arriving while another of the
+// time before it (zero if unknown), and whether the model side already
+// measured this step's think time. Calls arriving while another of the
 // session is in flight belong to the same step.
-func (s *session) beginLocked(now time.Time) time.Duration {
+func (s *session) beginLocked(now time.Time) (think time.Duration, heard bool) {
 	s.lastActive = now
-	var think time.Duration
 	if s.inflight == 0 {
 		s.step++
 		if !s.lastResult.IsZero() {
 			think = now.Sub(s.lastResult)
 		}
+		heard, s.thinkHeard = s.thinkHeard, false
 	}
 	s.inflight++
-	return think
+	return think, heard
 }
 
 // entry is one speculative execution and, once done, its result.

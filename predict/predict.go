@@ -30,6 +30,10 @@ type Prediction struct {
 	// polling). Without it, the engine does not speculate a call whose
 	// result the agent already has, unless a write may have changed it.
 	Repeat bool `json:"repeat,omitempty"`
+	// CallID is the model's id of a call complete in its stream
+	// (OriginStream), when the API gave one; it is recorded, never
+	// matched on.
+	CallID string `json:"call_id,omitempty"`
 }
 
 // Origin is where a prediction came from. Every origin reaches the engine

@@ -1,0 +1,165 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// oneLink links the first call made in session to from, once.
+type oneLink struct {
+	mu      sync.Mutex
+	from    string
+	session string
+	done    bool
+}
+
+func (l *oneLink) Link(session string, _ callkey.Key) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done || session != l.session {
+		return "", false
+	}
+	l.done = true
+	return l.from, true
+}
+
+var _ engine.Linker = (*oneLink)(nil)
+
+func streamRead(path string) []predict.Prediction {
+	args, _ := json.Marshal(map[string]string{"path": path})
+	return []predict.Prediction{{Tool: "read", Args: args, P: 1, Origin: predict.OriginStream, CallID: "call_" + path}}
+}
+
+// TestJoinServesTheLinkedCall: a read started in the gateway's session
+// serves the agent's call in its tool session once the two are linked, and
+// the conversation heard there moves with it.
+func TestJoinServesTheLinkedCall(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		perSession bool
+		want       engine.Source
+		runs       int
+	}{
+		{"shared state: the stream's read serves the call", false, engine.Promoted, 1},
+		// Run in another session's state: never handed over.
+		{"per-session state: the call executes", true, engine.Executed, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				runs := map[string]int{}
+				rec := &memRecorder{}
+				eng := engine.New(engine.Options{
+					Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs), PerSession: tc.perSession}},
+					Policy:   readsPolicy(),
+					Recorder: rec,
+					Linker:   &oneLink{from: "llm-1", session: "tools"},
+				})
+				defer eng.Close()
+				ctx := t.Context()
+				if err := eng.Message(ctx, "llm-1", "user", "read a"); err != nil {
+					t.Fatal(err)
+				}
+				eng.Offer("llm-1", streamRead("a"))
+				time.Sleep(500 * time.Millisecond) // the rest of the stream
+				res, err := eng.Call(ctx, "tools", "read", json.RawMessage(`{"path":"a"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Source != tc.want {
+					t.Errorf("source = %s, want %s", res.Source, tc.want)
+				}
+				if n := runs[`read{"path":"a"}`]; n != tc.runs {
+					t.Errorf("read ran %d times, want %d", n, tc.runs)
+				}
+				if got := eng.Conversation("tools"); len(got) != 1 || got[0].Content != "read a" || got[0].Session != "tools" {
+					t.Errorf("the tool session's conversation = %+v, want the message heard before the link", got)
+				}
+				if got := eng.Conversation("llm-1"); got != nil {
+					t.Errorf("the gateway's session still holds %+v, want it folded away", got)
+				}
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				var lines []string
+				for _, ev := range rec.evs {
+					lines = append(lines, ev.Session+" "+ev.Kind+" "+ev.Tool+ev.Role+" "+ev.CallID)
+				}
+				// The message and the emitted call once, where they were
+				// heard; the call line once, in the tool session.
+				for _, want := range []string{"llm-1 message user ", "llm-1 emitted read call_a", "tools  read "} {
+					if n := strings.Count(strings.Join(lines, "\n")+"\n", want+"\n"); n != 1 {
+						t.Errorf("recorded %q %d times, want once; lines:\n%s", want, n, strings.Join(lines, "\n"))
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestThinkTimeCountsOnce: a step whose think time the model side measured
+// adds one sample to the think times, not two.
+func TestThinkTimeCountsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		eng := engine.New(engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Millisecond, runs)}},
+			Policy:   readsPolicy(),
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		call := func(session string) {
+			t.Helper()
+			if _, err := eng.Call(ctx, session, "list", json.RawMessage(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		call("s1") // the first call has no think time before it
+		if n := engine.ThinkSamples(eng); n != 0 {
+			t.Fatalf("%d samples after a first call, want 0", n)
+		}
+		time.Sleep(time.Second)
+		eng.ThinkTime("s1", 800*time.Millisecond) // the gateway saw the model think
+		eng.ThinkTime("s2", 800*time.Millisecond) // another session's step
+		call("s1")
+		if n := engine.ThinkSamples(eng); n != 2 {
+			t.Errorf("%d samples after two steps seen by the gateway, want 2 (each once)", n)
+		}
+		time.Sleep(time.Second)
+		call("s1") // a step the gateway did not see: the engine's own sample
+		if n := engine.ThinkSamples(eng); n != 3 {
+			t.Errorf("%d samples after a step only the engine saw, want 3", n)
+		}
+	})
+}
+
+func TestOfferRecordsEmittedCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &memRecorder{}
+		// No policy: nothing runs, but what the model emitted is recorded.
+		eng := engine.New(engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, map[string]int{})}},
+			Recorder: rec,
+		})
+		defer eng.Close()
+		eng.Offer("s", append(streamRead("a"),
+			predict.Prediction{Tool: "read", Args: json.RawMessage(`not json`), P: 1, Origin: predict.OriginStream},
+			predict.Prediction{Tool: "read", Args: json.RawMessage(`{"path":"b"}`), P: 0.5, Origin: predict.OriginSpeculator}))
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.evs) != 1 {
+			t.Fatalf("recorded %+v, want the one valid call from the stream", rec.evs)
+		}
+		ev := rec.evs[0]
+		if ev.Kind != trace.KindEmitted || ev.Tool != "read" || string(ev.Args) != `{"path":"a"}` || ev.CallID != "call_a" || ev.Step != 1 {
+			t.Errorf("recorded %+v", ev)
+		}
+	})
+}
