@@ -28,11 +28,19 @@
 // unknown shapes) or exceeds its limits gives up, and the bytes are relayed
 // whole all the same.
 //
-// A request is linked to a session by its Ahead-Session header. A request
-// without one is relayed and nothing is heard or offered: the gateway never
-// guesses. Linker records the calls the model emitted per session (call key
-// and call id) so that the tool side can link a call that arrives without a
-// session, on exact evidence only.
+// A request belongs to a session in one of two ways. Explicitly: its
+// Ahead-Session header names the session the agent's tool calls use (the
+// HTTP API's session path, the MCP session). Automatically, when Options
+// has a Linker: a request without the header gets a session the gateway
+// names itself ("llm-…"); a later request that returns the results of calls
+// that exactly one such session's model emitted (by call id) continues it;
+// and when the agent's call reaches the tool side with the key (tool and
+// canonical arguments) of a call exactly one such session's model emitted,
+// the engine folds that session into the tool side's (engine.Linker,
+// Engine.Join): the work its stream started serves the call, and from then
+// on the gateway hears and offers in the tool side's session. Evidence that
+// fits two sessions links neither. Without a Linker, a request without the
+// header is only relayed.
 //
 // What the gateway never stores: api keys and other headers (they pass
 // through and are never logged), message text, tool arguments, or bodies.

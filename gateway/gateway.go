@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -63,8 +65,12 @@ type Options struct {
 	// Engine hears messages and stream-time calls. Nil: the gateway only
 	// relays.
 	Engine Engine
-	// Linker, if set, remembers every tool call the model emitted in a
-	// session, for linking tool-side calls to it.
+	// Linker, if set, lets the gateway hear requests without
+	// Ahead-Session: it names their sessions itself (a conversation's
+	// next request is known by the call ids of the tool results it
+	// returns) and remembers the calls their models emit, so that the
+	// agent's call, reaching the tool side, links the two (see Linker).
+	// Nil: requests without Ahead-Session are only relayed.
 	Linker *Linker
 	// Logger logs relay failures, never headers or bodies. Nil means
 	// slog.Default().
@@ -269,7 +275,9 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, anthropic bool, 
 
 	// Read the body of a parsed route to hear it; anything larger than
 	// MaxBody, or any unparsed route, streams through as it came.
-	hear := a != apiNone && session != "" && g.opts.Engine != nil
+	// Without Ahead-Session, a Linker lets the gateway name the session
+	// itself (turn.run): heard all the same, linked on evidence.
+	hear := a != apiNone && g.opts.Engine != nil && (session != "" || g.opts.Linker != nil)
 	var body []byte
 	if hear && r.Body != nil && r.ContentLength <= g.opts.MaxBody {
 		var err error
@@ -390,6 +398,49 @@ func (g *Gateway) copyBody(w http.ResponseWriter, rc *http.ResponseController, b
 			return rerr
 		}
 	}
+}
+
+// engineSession is the session the engine knows a conversation by: the
+// tool side's, once linked.
+func (g *Gateway) engineSession(session string) string {
+	if g.opts.Linker == nil {
+		return session
+	}
+	return g.opts.Linker.Resolve(session)
+}
+
+// autoPrefix starts the names of the sessions the gateway gives requests
+// without Ahead-Session.
+const autoPrefix = "llm-"
+
+// conversation names the session of a request without Ahead-Session: the
+// one session whose model emitted the calls whose results the request
+// returns, or, with no such evidence (a first request, or results of calls
+// from several sessions), a new one.
+func (g *Gateway) conversation(msgs []message) string {
+	found := ""
+	for _, m := range msgs {
+		for _, id := range m.results {
+			s, ok := g.opts.Linker.SessionOfID(id)
+			if !ok {
+				continue
+			}
+			if found != "" && s != found {
+				return newSessionName()
+			}
+			found = s
+		}
+	}
+	if found != "" {
+		return found
+	}
+	return newSessionName()
+}
+
+func newSessionName() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return autoPrefix + hex.EncodeToString(b[:])
 }
 
 // writeError answers with a JSON error in the shape both APIs use.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/predict"
 )
 
@@ -314,11 +316,10 @@ func TestOpenAIChatStreaming(t *testing.T) {
 	if len(e.eng.thinks) != 1 {
 		t.Errorf("think times reported for %v, want one for s1", e.eng.thinks)
 	}
-	if s, ok := e.linker.Session("read_file", []byte(`{ "path" : "a.txt" }`)); !ok || s != "s1" {
-		t.Errorf("Linker.Session = %q, %v; want s1", s, ok)
-	}
-	if s, ok := e.linker.SessionOfID("call_b"); !ok || s != "s1" {
-		t.Errorf("Linker.SessionOfID = %q, %v; want s1", s, ok)
+	// A session named by the agent is never linked to another on
+	// evidence: its calls are not remembered.
+	if s, ok := e.linker.Session("read_file", []byte(`{ "path" : "a.txt" }`)); ok {
+		t.Errorf("Linker.Session = %q for a call of an explicit session, want none", s)
 	}
 
 	// The next turn resends the history: only what is new is heard, and
@@ -536,8 +537,14 @@ func TestClientHangsUpMidStream(t *testing.T) {
 	}
 }
 
-func TestNoSessionHearsNothing(t *testing.T) {
+func TestNoSessionNoLinkerHearsNothing(t *testing.T) {
 	e := newEnv(t)
+	gw, err := New(&Options{OpenAI: &Upstream{BaseURL: e.openai.srv.URL + "/v1"}, Engine: e.eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gw = gw
+	e.srv.Config.Handler = gw.Handler()
 	e.openai.handle = e.openai.stream(chatScript()[:6]) // no waits: nothing is offered
 	stream := e.openaiClient("").Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
 		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
@@ -549,7 +556,116 @@ func TestNoSessionHearsNothing(t *testing.T) {
 	e.checkRelayed(t, e.openai, "/v1/chat/completions")
 	e.gw.Close()
 	if got, heard := e.eng.offersMade(), e.eng.heard(); len(got)+len(heard) != 0 {
-		t.Errorf("offers %v, heard %v without a session; want nothing", got, heard)
+		t.Errorf("offers %v, heard %v without a session or a Linker; want nothing", got, heard)
+	}
+}
+
+// TestNoSessionLinks follows a conversation without Ahead-Session: the
+// gateway names its session, knows its next request by the results of the
+// calls its model emitted, and once the agent's call links it to a tool
+// session, speaks to the engine in that one.
+func TestNoSessionLinks(t *testing.T) {
+	e := newEnv(t)
+	e.openai.handle = e.openai.stream(chatScript())
+	client := e.openaiClient("")
+	params := openai.ChatCompletionNewParams{
+		Model:    "gpt-test",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Copy a.txt to b.txt.")},
+	}
+	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkRelayed(t, e.openai, "/v1/chat/completions")
+	e.gw.Close()
+	g, ok := e.linker.Session("read_file", []byte(`{"path":"a.txt"}`))
+	if !ok || !strings.HasPrefix(g, autoPrefix) {
+		t.Fatalf("Linker.Session = %q, %v; want the gateway's own session", g, ok)
+	}
+	want := []string{g + ` read_file{"path":"a.txt"} 1 stream`, g + ` write_file{"path":"b.txt","text":"hi"} 1 stream`}
+	if diff := cmp.Diff(want, e.eng.offersMade()); diff != "" {
+		t.Errorf("offers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{g + " user: Copy a.txt to b.txt."}, e.eng.heard()); diff != "" {
+		t.Errorf("heard (-want +got):\n%s", diff)
+	}
+
+	// The agent's call reaches the tool side in its session "tools-1".
+	key, err := callkey.Make("read_file", []byte(`{"path": "a.txt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from, ok := e.linker.Link("tools-1", key); !ok || from != g {
+		t.Fatalf("Link = %q, %v; want %q", from, ok, g)
+	}
+	if from, ok := e.linker.Link("tools-2", key); ok {
+		t.Errorf("Link from a second tool session = %q, want no second link", from)
+	}
+
+	// The next request returns the calls' results: the same conversation,
+	// heard in the tool side's session, only what is new.
+	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}]}`)
+	params.Messages = append(params.Messages, acc.Choices[0].Message.ToParam(),
+		openai.ToolMessage("contents of a", "call_a"), openai.ToolMessage("ok", "call_b"), openai.UserMessage("Thanks."))
+	if _, err := client.Chat.Completions.New(t.Context(), params); err != nil {
+		t.Fatal(err)
+	}
+	e.gw.Close()
+	want = []string{g + " user: Copy a.txt to b.txt.", "tools-1 assistant: Let me look.", "tools-1 user: Thanks."}
+	if diff := cmp.Diff(want, e.eng.heard()); diff != "" {
+		t.Errorf("heard after the second turn (-want +got):\n%s", diff)
+	}
+
+	// A new conversation with no results to show is a new session.
+	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Hello."}}]}`)
+	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi.")}}); err != nil {
+		t.Fatal(err)
+	}
+	e.gw.Close()
+	heard := e.eng.heard()
+	last := heard[len(heard)-1]
+	if !strings.HasPrefix(last, autoPrefix) || strings.HasPrefix(last, g) || !strings.HasSuffix(last, " user: Hi.") {
+		t.Errorf("a new conversation was heard as %q, want a new session of its own", last)
+	}
+}
+
+// TestLinkerAmbiguous: a call two sessions' models emitted links neither,
+// by key or by id.
+func TestLinkerAmbiguous(t *testing.T) {
+	l := NewLinker(0)
+	l.Remember("llm-a", "call_1", "read", []byte(`{"id":1}`))
+	l.Remember("llm-b", "call_1", "read", []byte(`{ "id": 1 }`))
+	l.Remember("llm-b", "call_2", "read", []byte(`{"id":2}`))
+	key := func(args string) callkey.Key {
+		k, err := callkey.Make("read", []byte(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if from, ok := l.Link("tools", key(`{"id":1}`)); ok {
+		t.Errorf("Link of a call both sessions emitted = %q, want none", from)
+	}
+	if s, ok := l.SessionOfID("call_1"); ok {
+		t.Errorf("SessionOfID of an id both sessions used = %q, want none", s)
+	}
+	if from, ok := l.Link("tools", key(`{"id":2}`)); !ok || from != "llm-b" {
+		t.Errorf("Link of llm-b's own call = %q, %v; want llm-b", from, ok)
+	}
+	if got := l.Resolve("llm-b"); got != "tools" {
+		t.Errorf("Resolve(llm-b) = %q, want tools", got)
+	}
+	if got := l.Resolve("llm-a"); got != "llm-a" {
+		t.Errorf("Resolve(llm-a) = %q, want itself", got)
+	}
+	l.Forget("llm-b")
+	if got := l.Resolve("llm-b"); got != "llm-b" {
+		t.Errorf("Resolve after Forget = %q, want the session itself", got)
 	}
 }
 

@@ -23,20 +23,21 @@ type message struct {
 	// dedupe marks an entry resent with every request even when the API
 	// keeps the history (Responses instructions): heard only if new.
 	dedupe bool
+	// results are the call ids of the tool results the entry returns:
+	// evidence of the conversation whose model emitted those calls.
+	results []string
 }
 
-// hear sends the request's new messages to the engine.
-func (g *Gateway) hear(ctx context.Context, session string, a api, body []byte) {
-	msgs, appendOnly, ok := requestMessages(a, body)
-	if !ok {
-		return
-	}
+// hear sends the request's new messages to the engine. session names the
+// conversation (the digests of its history); the engine hears them in the
+// session it is linked to (Linker.Resolve).
+func (g *Gateway) hear(ctx context.Context, session string, msgs []message, appendOnly bool) {
 	for _, i := range g.hist.update(session, msgs, appendOnly) {
 		m := msgs[i]
 		if m.role == "" || m.text == "" {
 			continue
 		}
-		if err := g.opts.Engine.Message(ctx, session, m.role, m.text); err != nil {
+		if err := g.opts.Engine.Message(ctx, g.engineSession(session), m.role, m.text); err != nil {
 			g.log.Debug("gateway: engine refused a message", "session", session, "err", err)
 			return
 		}
@@ -158,7 +159,10 @@ var digestSeed = maphash.MakeSeed()
 // digester hashes what identifies a message: its role, its text, and the
 // ids of calls and results, never markers that move from turn to turn
 // (Anthropic's cache_control).
-type digester struct{ h maphash.Hash }
+type digester struct {
+	h       maphash.Hash
+	results []string // call ids of the tool results seen
+}
 
 func newDigester(role string) *digester {
 	d := &digester{}
@@ -222,6 +226,9 @@ func (d *digester) content(raw json.RawMessage) string {
 			d.add(string(p.Input))
 		case p.Type == "tool_result" || p.Type == "web_search_tool_result":
 			d.add(p.ToolUseID)
+			if p.Type == "tool_result" && p.ToolUseID != "" {
+				d.results = append(d.results, p.ToolUseID)
+			}
 			d.content(p.Content)
 		case p.Type == "thinking":
 			d.add(p.Signature)
@@ -280,7 +287,10 @@ func chatMessages(body []byte) ([]message, bool, bool) {
 		case "assistant":
 			role = trace.RoleAssistant
 		}
-		msgs = append(msgs, message{role: role, text: text, digest: d.sum()})
+		if m.Role == "tool" && m.ToolCallID != "" {
+			d.results = append(d.results, m.ToolCallID)
+		}
+		msgs = append(msgs, message{role: role, text: text, digest: d.sum(), results: d.results})
 	}
 	return msgs, false, true
 }
@@ -349,6 +359,9 @@ func responsesMessages(body []byte) ([]message, bool, bool) {
 			d := newDigester(it.Type)
 			d.add(it.CallID)
 			m.digest = d.sum()
+			if it.CallID != "" {
+				m.results = []string{it.CallID}
+			}
 		default:
 			d := newDigester(it.Type)
 			if it.ID != "" {
@@ -390,7 +403,7 @@ func anthropicMessages(body []byte) ([]message, bool, bool) {
 		case "assistant":
 			role = trace.RoleAssistant
 		}
-		msgs = append(msgs, message{role: role, text: text, digest: d.sum()})
+		msgs = append(msgs, message{role: role, text: text, digest: d.sum(), results: d.results})
 	}
 	return msgs, false, true
 }

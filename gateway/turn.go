@@ -102,7 +102,8 @@ func (t *tee) quit() {
 // by the Gateway.
 type turn struct {
 	g       *Gateway
-	session string
+	session string // "" until run names it (no Ahead-Session)
+	auto    bool   // the gateway named the session
 	api     api
 	tee     *tee
 	resp    chan response // the response's head, or closed: none came
@@ -141,13 +142,25 @@ func (t *turn) abandon() {
 func (t *turn) close(cut bool) { t.tee.Close(cut) }
 
 func (t *turn) run(ctx context.Context, body []byte) {
-	t.g.hear(ctx, t.session, t.api, body)
+	msgs, appendOnly, ok := requestMessages(t.api, body)
+	if t.session == "" {
+		if !ok {
+			// Nothing to go on: relayed, not heard.
+			<-t.resp
+			t.tee.quit()
+			return
+		}
+		t.session, t.auto = t.g.conversation(msgs), true
+	}
+	if ok {
+		t.g.hear(ctx, t.session, msgs, appendOnly)
+	}
 	res, ok := <-t.resp
 	if !ok || res.status != http.StatusOK {
 		t.tee.quit()
 		return
 	}
-	sink := &offerer{g: t.g, session: t.session, sent: res.sent}
+	sink := &offerer{g: t.g, session: t.session, auto: t.auto, sent: res.sent}
 	p := t.parser(res, sink.offer)
 	if p == nil {
 		t.tee.quit()
@@ -194,20 +207,24 @@ func (t *turn) parser(res response, emit func(toolCall)) callParser {
 type offerer struct {
 	g       *Gateway
 	session string
+	auto    bool // the gateway named the session: its calls are remembered for linking
 	sent    time.Time
 	calls   int
 }
 
 func (o *offerer) offer(c toolCall) {
-	if o.calls == 0 {
-		o.g.opts.Engine.ThinkTime(o.session, time.Since(o.sent))
-	}
-	o.calls++
-	if l := o.g.opts.Linker; l != nil {
+	// Remembered first: the agent's call may reach the tool side as soon
+	// as the engine has it.
+	if l := o.g.opts.Linker; l != nil && o.auto {
 		l.Remember(o.session, c.ID, c.Name, c.Args)
 	}
-	o.g.opts.Engine.Offer(o.session, []predict.Prediction{{
-		Tool: c.Name, Args: c.Args, P: 1, Origin: predict.OriginStream,
+	session := o.g.engineSession(o.session)
+	if o.calls == 0 {
+		o.g.opts.Engine.ThinkTime(session, time.Since(o.sent))
+	}
+	o.calls++
+	o.g.opts.Engine.Offer(session, []predict.Prediction{{
+		Tool: c.Name, Args: c.Args, P: 1, Origin: predict.OriginStream, CallID: c.ID,
 	}})
 }
 

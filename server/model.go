@@ -59,9 +59,10 @@ func newSpeculator(sc *config.Speculator, tools []string, pol *policy.Policy, en
 	return s, nil
 }
 
-// newGateway builds the model gateway of cfg's llm block in front of eng.
-func newGateway(l *config.LLM, eng *engine.Engine, logger *slog.Logger) (*gateway.Gateway, error) {
-	opts := &gateway.Options{Engine: eng, Logger: logger, MaxBody: l.MaxBody}
+// newGateway builds the model gateway of cfg's llm block in front of eng,
+// linking sessions through linker (the engine's Linker).
+func newGateway(l *config.LLM, eng *engine.Engine, linker *gateway.Linker, logger *slog.Logger) (*gateway.Gateway, error) {
+	opts := &gateway.Options{Engine: eng, Linker: linker, Logger: logger, MaxBody: l.MaxBody}
 	if l.OpenAI != "" {
 		opts.OpenAI = &gateway.Upstream{BaseURL: l.OpenAI}
 	}

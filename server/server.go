@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	api := httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger})
 	mux.Handle("/", api)
 	if cfg.LLM != nil {
-		gw, err := newGateway(cfg.LLM, st.eng, logger)
+		gw, err := newGateway(cfg.LLM, st.eng, st.linker, logger)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/ahead-dev/ahead/backend/remote"
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/gateway"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/speculator"
@@ -36,6 +37,7 @@ type Stack struct {
 	spec      *speculator.Speculator   // nil without a speculator block
 	mcp       *mcpproxy.Proxy          // nil without mcpServers
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
+	linker    *gateway.Linker          // nil without an llm block
 }
 
 // Open builds the engine and what it needs from cfg, starting cfg's MCP
@@ -140,6 +142,12 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	}
 	if st.tracing != nil {
 		eo.TracerProvider = st.tracing
+	}
+	if cfg.LLM != nil {
+		// One Linker for the gateway and the engine: the model's calls
+		// link the gateway's sessions to the tool side's (gateway.Linker).
+		st.linker = gateway.NewLinker(0)
+		eo.Linker = st.linker
 	}
 	st.eng = engine.New(eo)
 	return st, nil
