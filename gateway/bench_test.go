@@ -4,13 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 )
 
@@ -144,4 +151,119 @@ func BenchmarkStreamEvent(b *testing.B) {
 			reportPercentiles(b, lat)
 		})
 	}
+}
+
+// BenchmarkRelayBytes relays bodies of two sizes through the gateway, on a
+// route relayed unparsed and on a heard stream; what it allocates per
+// request must not grow with the body (beyond the parser's own buffers on
+// a heard stream, which grow to the largest backlog, not per byte):
+//
+//	go test -run '^$' -bench RelayBytes -benchtime 200x ./gateway/
+func BenchmarkRelayBytes(b *testing.B) {
+	for _, size := range []int{64 << 10, 4 << 20} {
+		event := []byte(benchEvent)
+		targets := benchTargets(b, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			for n := 0; n < size; n += len(event) {
+				w.Write(event)
+			}
+		})
+		for _, run := range []struct{ target, route string }{
+			{"direct", "/v1/embeddings"}, {"gateway", "/v1/embeddings"}, {"gateway", "/v1/chat/completions"},
+		} {
+			route := run.route
+			name := fmt.Sprintf("%s%s/%dKiB", run.target, strings.TrimPrefix(route, "/v1"), size>>10)
+			b.Run(name, func(b *testing.B) {
+				client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+				defer client.CloseIdleConnections()
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					req, _ := http.NewRequest("POST", targets[run.target]+route, strings.NewReader(benchRequest))
+					req.Header.Set(SessionHeader, "bench")
+					res, err := client.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkStreamTimeWait measures the agent's wait for a safe tool whose
+// call completed mid-stream, through the gateway and a real engine: the
+// model streams the call, then streams on for rest; the agent calls the
+// tool when the stream ends. The tool takes latency. Reported: the wait
+// over the latency (target ≤ 0.35) and the bound of ISSUE-NOTES,
+// (max(0, latency − rest) + 10 ms) / latency.
+//
+//	go test -run '^$' -bench StreamTimeWait -benchtime 20x ./gateway/
+func BenchmarkStreamTimeWait(b *testing.B) {
+	const latency, rest = 100 * time.Millisecond, 75 * time.Millisecond
+	eng := engine.New(engine.Options{
+		Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
+			"lookup": func(ctx context.Context, args json.RawMessage) (string, error) {
+				select {
+				case <-time.After(latency):
+					return "found", nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			},
+		}}},
+		Policy:        &policy.Policy{Tools: map[string]policy.Tool{"lookup": {Allow: true, Reads: policy.Refs("id")}}},
+		Amplification: -1,
+	})
+	defer eng.Close()
+	var id atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		n := r.Header.Get("X-Call")
+		io.WriteString(w, chatCallDelta(0, "call_"+n, "lookup", `{"id":"`+n+`"}`).write)
+		io.WriteString(w, chatCallDelta(1, "call_x"+n, "lookup", "").write) // closes the first call
+		w.(http.Flusher).Flush()
+		time.Sleep(rest) // the model streams on
+		io.WriteString(w, chatCallDelta(1, "", "", `{"id":"y`+n+`"}`).write)
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	g, err := New(&Options{OpenAI: &Upstream{BaseURL: up.URL + "/v1"}, Engine: eng})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw := httptest.NewServer(g.Handler())
+	defer func() { gw.Close(); g.Close() }()
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	var waits []time.Duration
+	for b.Loop() {
+		n := fmt.Sprint(id.Add(1))
+		req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions", strings.NewReader(benchRequest))
+		req.Header.Set(SessionHeader, "bench")
+		req.Header.Set("X-Call", n)
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		start := time.Now()
+		r, err := eng.Call(b.Context(), "bench", "lookup", json.RawMessage(`{"id":"`+n+`"}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Source == engine.Executed {
+			b.Fatalf("call %s executed: the stream's read did not serve it", n)
+		}
+		waits = append(waits, time.Since(start))
+	}
+	slices.Sort(waits)
+	b.ReportMetric(float64(waits[len(waits)/2])/float64(latency), "wait/latency-p50")
+	b.ReportMetric(float64(waits[len(waits)*99/100])/float64(latency), "wait/latency-p99")
+	b.ReportMetric(float64(max(0, latency-rest)+10*time.Millisecond)/float64(latency), "bound/latency")
 }

@@ -35,13 +35,43 @@ type tee struct {
 
 func newTee() *tee { return &tee{wake: make(chan struct{}, 1)} }
 
+// teeBufs keeps the tee's two buffers between turns (as *[]byte), so that
+// once they have grown to the backlog parsers lag behind by (at most
+// teeLimit), a turn allocates nothing for them however long its body.
+var teeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// buffers returns the tee's two buffers, from teeBufs: pending's storage
+// and the parser's first spare.
+func (t *tee) buffers() (a, b *[]byte, spare []byte) {
+	a, b = teeBufs.Get().(*[]byte), teeBufs.Get().(*[]byte)
+	t.mu.Lock()
+	if t.pending == nil && !t.closed && !t.overrun {
+		t.pending = (*a)[:0]
+	}
+	t.mu.Unlock()
+	return a, b, (*b)[:0]
+}
+
+// release ends the tee for good (a Write after it keeps nothing) and puts
+// its buffers back: the parser's last spare and whatever pending holds.
+func (t *tee) release(a, b *[]byte, spare []byte) {
+	t.mu.Lock()
+	t.closed = true
+	p := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	*a, *b = p[:0], spare[:0]
+	teeBufs.Put(a)
+	teeBufs.Put(b)
+}
+
 // Write never blocks and never fails.
 func (t *tee) Write(p []byte) {
 	t.mu.Lock()
 	switch {
 	case t.closed || t.overrun:
 	case len(t.pending)+len(p) > teeLimit:
-		t.overrun, t.pending = true, nil
+		t.overrun, t.pending = true, t.pending[:0] // kept for teeBufs, never read
 	default:
 		t.pending = append(t.pending, p...)
 	}
@@ -166,7 +196,8 @@ func (t *turn) run(ctx context.Context, body []byte) {
 		t.tee.quit()
 		return
 	}
-	var spare []byte
+	a, b, spare := t.tee.buffers()
+	defer func() { t.tee.release(a, b, spare) }()
 	for {
 		chunk, end, stop := t.tee.next(spare)
 		if stop {
