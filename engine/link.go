@@ -11,8 +11,8 @@ import (
 // two names (the gateway's automatic session for a conversation, and the
 // tool side's session, linked by a call both saw). from's unclaimed
 // speculative work becomes into's, so that into's calls claim it; its
-// conversation window is heard again in into (the predictor hears it there,
-// it is not recorded twice); a think time the model side measured for the
+// conversation window is heard again in into (the predictor hears it, and
+// it is recorded there as well); a think time the model side measured for the
 // step carries over; then from is dropped. Joining a session into itself,
 // or an unknown session, does nothing.
 //
@@ -69,6 +69,16 @@ func (e *Engine) Join(from, into string) {
 	seq := s.seq
 	e.unlock()
 
+	// Recorded again in into, so that its trace reads as one conversation
+	// (messages, then the calls they led to) as mining wants it; from's
+	// lines stay as they were heard.
+	if e.opts.Recorder != nil {
+		for _, m := range heard {
+			if err := e.opts.Recorder.Record(m); err != nil {
+				e.opts.Logger.Warn("recording message", "session", into, "role", m.Role, "err", err)
+			}
+		}
+	}
 	// The predictor hears the conversation under its new session, as if
 	// it had been said there.
 	h, ok := e.opts.Predictor.(predict.Hearer)

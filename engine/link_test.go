@@ -92,9 +92,10 @@ func TestJoinServesTheLinkedCall(t *testing.T) {
 				for _, ev := range rec.evs {
 					lines = append(lines, ev.Session+" "+ev.Kind+" "+ev.Tool+ev.Role+" "+ev.CallID)
 				}
-				// The message and the emitted call once, where they were
-				// heard; the call line once, in the tool session.
-				for _, want := range []string{"llm-1 message user ", "llm-1 emitted read call_a", "tools  read "} {
+				// The message and the emitted call once where they were
+				// heard, the message again in the tool session (its trace
+				// is one conversation), the call line once, there.
+				for _, want := range []string{"llm-1 message user ", "llm-1 emitted read call_a", "tools message user ", "tools  read "} {
 					if n := strings.Count(strings.Join(lines, "\n")+"\n", want+"\n"); n != 1 {
 						t.Errorf("recorded %q %d times, want once; lines:\n%s", want, n, strings.Join(lines, "\n"))
 					}

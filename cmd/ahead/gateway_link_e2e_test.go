@@ -205,12 +205,14 @@ func TestServeGatewayLinksWithoutSession(t *testing.T) {
 	slices.Sort(got)
 	want := []string{
 		// The first turn was heard before the link, in the gateway's own
-		// session; from the call on, all is the tool session's.
+		// session, and recorded again in the tool session when the call
+		// linked them; from the call on, all is the tool session's.
 		`agent-tools  lookup{"id":"42"} `,
 		`agent-tools  lookup{"id":"43"} `,
 		"agent-tools emitted lookup{\"id\":\"43\"} call_2",
 		"agent-tools emitted note{} call_2x",
 		"agent-tools message assistant: Looking.",
+		"agent-tools message user: find record 42", // again, as the link folded it in
 		"llm-* emitted lookup{\"id\":\"42\"} call_1",
 		"llm-* emitted note{} call_1x",
 		"llm-* message user: find record 42",
