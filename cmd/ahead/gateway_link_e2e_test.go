@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -285,4 +287,64 @@ func cmpLines(want, got []string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestServeGatewayLinksMCPSession: the same without a header, with the
+// tools behind ahead serve's /mcp (as Claude Code uses it). An MCP upstream
+// connection belongs to its MCP session, so the read the first turn's
+// stream offers in the gateway's own session cannot run; the agent's call
+// links the conversation to the MCP session all the same, and the next
+// turn's read starts there, mid-stream, and serves the agent's call.
+func TestServeGatewayLinksMCPSession(t *testing.T) {
+	upstream, _ := fakeMCP(t)
+	model := newLinkModel(t, []func() (string, string){
+		func() (string, string) {
+			return callTurn("Reading.", "toolu_1", "read_text_file", `{"path":"/home/me/app/README.md"}`)
+		},
+		func() (string, string) {
+			return callTurn("And the other.", "toolu_2", "read_text_file", `{"path":"/home/me/lib/README.md"}`)
+		},
+	}, func() {})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ahead.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("llm: {openai: {base_url: %q}}\nmcpServers: {fs: {command: %q}}\ntrust_annotations: true\n",
+		model.URL+"/v1", upstream[0])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startAheadServe(t, "--config", cfg, "--listen", "127.0.0.1:0")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connecting to /mcp: %v\n%s", err, s.logText())
+	}
+	defer cs.Close()
+
+	client := openai.NewClient(option.WithBaseURL(s.url+"/v1"), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{
+		Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("what do the READMEs say?")}}
+	turn := func() openai.ChatCompletionMessage {
+		t.Helper()
+		stream := client.Chat.Completions.NewStreaming(t.Context(), params)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return acc.Choices[0].Message
+	}
+	msg := turn()
+	text, _ := callSource(t, cs, "read_text_file", map[string]any{"path": "/home/me/app/README.md"})
+	params.Messages = append(params.Messages, msg.ToParam(), openai.ToolMessage(text, "toolu_1"))
+	turn()
+	waitFor(t, "the second stream's read to complete", func() bool {
+		var st struct{ Bytes int64 }
+		json.Unmarshal([]byte(getText(t, s.url+"/v1/stats")), &st)
+		return st.Bytes > 0
+	})
+	text, src := callSource(t, cs, "read_text_file", map[string]any{"path": "/home/me/lib/README.md"})
+	if text != "# lib" || src != "reused" {
+		t.Errorf("the second read over MCP = %q (%s), want # lib reused from the stream's read", text, src)
+	}
 }
