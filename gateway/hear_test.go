@@ -120,3 +120,42 @@ func TestLinker(t *testing.T) {
 		t.Errorf("Session(list) = %q, %v; want s3", s, ok)
 	}
 }
+
+// TestConversationByResults: a request without Ahead-Session continues the
+// one session whose model emitted the calls whose results it returns, in
+// each API's shape; results of two sessions' calls, or of none, start a new
+// session.
+func TestConversationByResults(t *testing.T) {
+	l := NewLinker(0)
+	l.Remember("llm-a", "c1", "t", []byte(`{}`))
+	l.Remember("llm-a", "c2", "t", []byte(`{"n":2}`))
+	l.Remember("llm-b", "c3", "t", []byte(`{"n":3}`))
+	g := &Gateway{opts: Options{Linker: l}}
+	for _, tc := range []struct {
+		name string
+		api  api
+		body string
+		want string // "" for a new session
+	}{
+		{"chat", apiChat, `{"messages":[{"role":"user","content":"U"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"t","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "llm-a"},
+		{"responses", apiResponses, `{"previous_response_id":"resp_1","input":[{"type":"function_call_output","call_id":"c2","output":"r"}]}`, "llm-a"},
+		{"anthropic", apiMessages, `{"messages":[{"role":"user","content":"U"},{"role":"assistant","content":[{"type":"tool_use","id":"c3","name":"t","input":{"n":3}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c3","content":"r"}]}]}`, "llm-b"},
+		{"results of two sessions", apiChat, `{"messages":[{"role":"tool","tool_call_id":"c1","content":"r"},{"role":"tool","tool_call_id":"c3","content":"r"}]}`, ""},
+		{"a first request", apiChat, `{"messages":[{"role":"user","content":"U"}]}`, ""},
+		{"unknown ids", apiMessages, `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x9","content":"r"}]}]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs, _, ok := requestMessages(tc.api, []byte(tc.body))
+			if !ok {
+				t.Fatal("unparsed")
+			}
+			got := g.conversation(msgs)
+			if tc.want != "" && got != tc.want {
+				t.Errorf("session %q, want %q", got, tc.want)
+			}
+			if tc.want == "" && (got == "llm-a" || got == "llm-b" || len(got) != len(autoPrefix)+24) {
+				t.Errorf("session %q, want a new one", got)
+			}
+		})
+	}
+}
