@@ -75,16 +75,25 @@ func BenchmarkHear(b *testing.B) {
 	})
 }
 
-// BenchmarkTokenize: tokenising a 4 KB user message alone, the part of
-// Hear that grows with the message.
+// BenchmarkTokenize: tokenising and indexing a 4 KB user message alone,
+// the part of Hear that grows with the message.
 func BenchmarkTokenize(b *testing.B) {
 	st := newState(compile(benchModel(b)), DefaultMaxBytes, false)
 	text := message4K()
-	b.ReportAllocs()
-	for b.Loop() {
-		seg := &segment{role: roleUser, text: text}
-		st.tokenize(seg, 0, len(text), "")
-	}
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			st.newSegment(roleUser, text)
+		}
+	})
+	// The reference tokeniser (tokenize_test.go), for the ratio.
+	b.Run("ref", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			seg := &segment{role: roleUser, size: len(text), text: text, toks: make([]token, 0, len(text)/6+1)}
+			st.refTokenize(seg, 0, len(text), "")
+		}
+	})
 }
 
 // BenchmarkObserve: a call's result in such a session (≤ 50 µs p99).

@@ -160,10 +160,9 @@ func normKey(t string) string {
 }
 
 func (st *state) hear(msg trace.Event) {
-	seg := &segment{role: roleOf(msg.Role), n: st.n, size: len(msg.Content), text: msg.Content}
+	seg := st.newSegment(roleOf(msg.Role), msg.Content)
+	seg.n = st.n
 	st.n++
-	seg.toks = make([]token, 0, len(msg.Content)/6+1)
-	st.tokenize(seg, 0, len(msg.Content), "")
 	if seg.role == roleUser {
 		if !st.fresh {
 			st.clearWords()
@@ -208,9 +207,79 @@ func (st *state) addWord(w int32) {
 	}
 }
 
+// newSegment tokenises a message's text into a segment, its tokens
+// indexed by class set. Its cost is the message's: one pass over the
+// bytes, and three allocations whatever its length.
+func (st *state) newSegment(role uint8, text string) *segment {
+	seg := &segment{role: role, size: len(text), text: text}
+	// A token and the byte that ends it take at least two bytes; most
+	// text averages more than six a token.
+	seg.toks = make([]token, 0, len(text)/6+1)
+	st.tokenize(seg, 0, len(text), "")
+	seg.indexAll(st.c)
+	return seg
+}
+
+// indexAll indexes a new segment's tokens by class set, for the class
+// sets some argument reads: the lists share one array, sized by a first
+// count, in place of an append per token.
+func (seg *segment) indexAll(c *compiled) {
+	var bits [16]uint16 // the class sets, by first appearance
+	var count [16]int
+	ns, total := 0, 0
+	for i := range seg.toks {
+		b := seg.toks[i].bits
+		if !c.readsClass(b) {
+			continue
+		}
+		g := 0
+		for g < ns && bits[g] != b {
+			g++
+		}
+		if g == len(bits) {
+			// More class sets than a message has in practice: one
+			// append per token.
+			for i := range seg.toks {
+				if b := seg.toks[i].bits; c.readsClass(b) {
+					seg.index(b, int32(i))
+				}
+			}
+			return
+		}
+		if g == ns {
+			bits[g] = b
+			ns++
+		}
+		count[g]++
+		total++
+	}
+	if total == 0 {
+		return
+	}
+	all := make([]int32, total)
+	seg.groups = make([]group, ns)
+	off := 0
+	for g := range ns {
+		seg.groups[g] = group{bits: bits[g], idx: all[off : off : off+count[g]]}
+		off += count[g]
+	}
+	g := 0
+	for i := range seg.toks {
+		b := seg.toks[i].bits
+		if !c.readsClass(b) {
+			continue
+		}
+		for seg.groups[g].bits != b {
+			g = (g + 1) % ns
+		}
+		seg.groups[g].idx = append(seg.groups[g].idx, int32(i))
+	}
+}
+
 // tokenize appends the tokens of seg.text[from:to] to seg (see
 // eachToken), with their classes, vocabulary ids and, for those an
-// argument may read, shapes and hashes.
+// argument may read, shapes and hashes. It does not index them (see
+// indexAll and index).
 func (st *state) tokenize(seg *segment, from, to int, arg string) {
 	c := st.c
 	s := seg.text[:to]
@@ -269,7 +338,6 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 		if word && len(t) >= 2 && len(t) <= 24 {
 			tk.word = c.wordID(t, tk.h)
 		}
-		ti := int32(len(seg.toks))
 		if arg != "" || seg.role == roleCall {
 			seg.args = append(seg.args, arg)
 		}
@@ -279,7 +347,6 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			} else if id, ok := c.shapeID[string(shp[:ns])]; ok {
 				tk.shape = id
 			}
-			seg.index(bits, ti)
 		}
 		seg.toks = append(seg.toks, tk)
 	}
@@ -407,6 +474,11 @@ func (st *state) observe(ev trace.Event) {
 		seg.size += len(s)
 		before := len(seg.toks)
 		st.tokenize(seg, off, off+len(s), k)
+		for i := before; i < len(seg.toks); i++ {
+			if b := seg.toks[i].bits; c.readsClass(b) {
+				seg.index(b, int32(i))
+			}
+		}
 		// A value is one candidate as a whole, not only by its tokens.
 		if len(seg.toks) != before+1 || seg.str(int32(before)) != s {
 			bits := classBits(s)
