@@ -53,6 +53,11 @@ type session struct {
 	msgBytes                    int64         // content bytes in msgs
 	gone                        bool          // dropped; late completions must not re-add state
 	begun                       bool          // Begin was called
+	// after is the prediction work queued for the session's predictor
+	// goroutine (after.go); afterDone is closed when it has drained it,
+	// nil while none runs.
+	after     []afterWork
+	afterDone chan struct{}
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think

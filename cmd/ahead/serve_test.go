@@ -430,11 +430,17 @@ speculation_policy: {tools: {fetch: {allow: true}}}
 	if _, err := st.eng.Call(t.Context(), "a", "search", json.RawMessage(`{"q":"go"}`)); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.eng.Predicted(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if n := st.eng.Stats().Entries; n != 2 {
 		t.Fatalf("before shutdown: %d speculative entries, want 2 (the fetches of both results)", n)
 	}
 	st.quiesce()
 	if _, err := st.eng.Call(t.Context(), "b", "search", json.RawMessage(`{"q":"rust"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.eng.Predicted(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if n := st.eng.Stats().Entries; n > 1 {
