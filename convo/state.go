@@ -288,34 +288,22 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			i++
 			continue
 		}
+		// The scan only gathers the token's class set: whether it is a
+		// word follows from it, and its shape is spelled only for the few
+		// tokens an argument reads that mix classes.
 		j := i
 		var bits uint16
-		word := true
-		// The shape, built as the token is read (see shapeBytes).
-		var shp [16]byte
-		ns := 0
-		var last byte
 		for j < len(s) {
-			b := s[j]
-			cb := tokBits[b]
+			cb := tokBits[s[j]]
 			if cb == 0 {
 				break
 			}
 			bits |= cb
-			if b-'a' > 'z'-'a' {
-				word = false
-			}
-			if cl := classOf(b); cl != last && ns < 16 {
-				last = cl
-				if ns == 15 {
-					shp[ns] = '*'
-				} else {
-					shp[ns] = cl
-				}
-				ns++
-			}
 			j++
 		}
+		// A word is lower-case letters only; one that ends a sentence
+		// (a trailing '.', trimmed below) is not counted as one.
+		word := bits == lowerBit
 		e := j
 		for e > i && s[e-1] == '.' {
 			e--
@@ -326,9 +314,7 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			continue
 		}
 		if e != j {
-			// Trailing dots trimmed: classes and shape again.
-			bits = classBits(t)
-			ns = len(shapeBytes(t, shp[:0]))
+			bits = classBits(t) // trailing dots trimmed
 		}
 		tk := token{off: uint32(off), n: uint8(len(t)), bits: bits, word: -1, shape: -1}
 		read := c.readsClass(bits)
@@ -342,11 +328,7 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			seg.args = append(seg.args, arg)
 		}
 		if read {
-			if bits&(bits-1) == 0 {
-				tk.shape = c.shape1[bits31(bits)]
-			} else if id, ok := c.shapeID[string(shp[:ns])]; ok {
-				tk.shape = id
-			}
+			tk.shape = c.shapeOf(t, bits)
 		}
 		seg.toks = append(seg.toks, tk)
 	}

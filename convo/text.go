@@ -91,7 +91,17 @@ func shapeBytes(t string, dst []byte) []byte {
 	return dst
 }
 
-func classOf(c byte) byte {
+// classOf is the class letter of byte c (see shape).
+func classOf(c byte) byte { return classTab[c] }
+
+var classTab = func() (t [256]byte) {
+	for c := range t {
+		t[c] = classOfSlow(byte(c))
+	}
+	return t
+}()
+
+func classOfSlow(c byte) byte {
 	switch {
 	case c >= 'a' && c <= 'z':
 		return 'a'
@@ -132,9 +142,12 @@ var tokBits = func() (t [256]uint16) {
 	return t
 }()
 
+// lowerBit is the class bit of a lower-case letter.
+var lowerBit = classBitTable['a']
+
 var classBitTable = func() (t [256]uint16) {
 	for c := range t {
-		i := strings.IndexByte(classChars, classOf(byte(c)))
+		i := strings.IndexByte(classChars, classOfSlow(byte(c)))
 		if i < 0 {
 			i = len(classChars) - 1
 		}
