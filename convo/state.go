@@ -212,9 +212,11 @@ func (st *state) addWord(w int32) {
 // bytes, and three allocations whatever its length.
 func (st *state) newSegment(role uint8, text string) *segment {
 	seg := &segment{role: role, size: len(text), text: text}
-	// A token and the byte that ends it take at least two bytes; most
-	// text averages more than six a token.
-	seg.toks = make([]token, 0, len(text)/6+1)
+	// Sized by a count of the runs (a token each, at most): the shared
+	// traces' messages average six bytes a token, but a third of them
+	// have fewer, and growing the array would copy it and keep up to
+	// twice the memory in the window.
+	seg.toks = make([]token, 0, countRuns(text))
 	st.tokenize(seg, 0, len(text), "")
 	seg.indexAll(st.c)
 	return seg

@@ -24,6 +24,21 @@ func isTokenByte(c byte) bool {
 	return false
 }
 
+// countRuns counts the runs of token bytes in s: the tokens of s, and
+// those eachToken skips (all dots, too long).
+func countRuns(s string) int {
+	n := 0
+	in := false
+	for i := 0; i < len(s); i++ {
+		t := tokBits[s[i]] != 0
+		if t && !in {
+			n++
+		}
+		in = t
+	}
+	return n
+}
+
 // maxTokenLen bounds the tokens that can be values: longer runs (base64
 // blobs, minified code) are skipped.
 const maxTokenLen = 96
