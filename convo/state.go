@@ -126,6 +126,7 @@ type state struct {
 	used     map[uint64]struct{}
 	usedSame map[usedKey]struct{}
 	caches   []argCache // by cArg.id
+	sets     []uint8    // indexAll's scratch
 	tmp      []entry
 	ranks    hset
 	// mining only: tokens by normalised text, to find values.
@@ -218,20 +219,24 @@ func (st *state) newSegment(role uint8, text string) *segment {
 	// twice the memory in the window.
 	seg.toks = make([]token, 0, countRuns(text))
 	st.tokenize(seg, 0, len(text), "")
-	seg.indexAll(st.c)
+	st.indexAll(seg)
 	return seg
 }
 
 // indexAll indexes a new segment's tokens by class set, for the class
-// sets some argument reads: the lists share one array, sized by a first
-// count, in place of an append per token.
-func (seg *segment) indexAll(c *compiled) {
+// sets some argument reads: a first pass numbers each token's set (in
+// st.sets), the lists then share one array sized by it, in place of an
+// append per token.
+func (st *state) indexAll(seg *segment) {
+	const none = 0xff
 	var bits [16]uint16 // the class sets, by first appearance
-	var count [16]int
+	var count [16]int32
 	ns, total := 0, 0
+	sets := st.sets[:0]
 	for i := range seg.toks {
 		b := seg.toks[i].bits
-		if !c.readsClass(b) {
+		if !st.c.readsClass(b) {
+			sets = append(sets, none)
 			continue
 		}
 		g := 0
@@ -242,7 +247,7 @@ func (seg *segment) indexAll(c *compiled) {
 			// More class sets than a message has in practice: one
 			// append per token.
 			for i := range seg.toks {
-				if b := seg.toks[i].bits; c.readsClass(b) {
+				if b := seg.toks[i].bits; st.c.readsClass(b) {
 					seg.index(b, int32(i))
 				}
 			}
@@ -254,27 +259,26 @@ func (seg *segment) indexAll(c *compiled) {
 		}
 		count[g]++
 		total++
+		sets = append(sets, uint8(g))
 	}
+	st.sets = sets
 	if total == 0 {
 		return
 	}
 	all := make([]int32, total)
 	seg.groups = make([]group, ns)
-	off := 0
+	var at [16]int32 // where each set's list goes on in all
+	off := int32(0)
 	for g := range ns {
-		seg.groups[g] = group{bits: bits[g], idx: all[off : off : off+count[g]]}
+		seg.groups[g] = group{bits: bits[g], idx: all[off : off+count[g] : off+count[g]]}
+		at[g] = off
 		off += count[g]
 	}
-	g := 0
-	for i := range seg.toks {
-		b := seg.toks[i].bits
-		if !c.readsClass(b) {
-			continue
+	for i, g := range sets {
+		if g != none {
+			all[at[g]] = int32(i)
+			at[g]++
 		}
-		for seg.groups[g].bits != b {
-			g = (g + 1) % ns
-		}
-		seg.groups[g].idx = append(seg.groups[g].idx, int32(i))
 	}
 }
 
