@@ -52,9 +52,12 @@ func (e *Engine) afterLocked(s *session, w afterWork) bool {
 		return false
 	}
 	s.after = append(s.after, w)
-	if s.afterDone == nil {
-		s.afterDone = make(chan struct{})
-		e.wg.Go(func() { e.predictAfter(s) })
+	if !s.afterRun {
+		s.afterRun = true
+		// A go statement with arguments, not wg.Go with a closure: one
+		// allocation less on every result.
+		e.wg.Add(1)
+		go e.predictAfter(s)
 	}
 	return true
 }
@@ -62,6 +65,7 @@ func (e *Engine) afterLocked(s *session, w afterWork) bool {
 // predictAfter is s's predictor goroutine: it runs the queued work in
 // order until none is left. The engine owns it (Close waits for it).
 func (e *Engine) predictAfter(s *session) {
+	defer e.wg.Done()
 	for {
 		e.mu.Lock()
 		// Work queued before the session was dropped or the engine
@@ -71,8 +75,11 @@ func (e *Engine) predictAfter(s *session) {
 		// session or a closed engine.
 		if len(s.after) == 0 {
 			s.after = nil
-			close(s.afterDone)
-			s.afterDone = nil
+			s.afterRun = false
+			if s.afterDone != nil {
+				close(s.afterDone)
+				s.afterDone = nil
+			}
 			e.mu.Unlock()
 			return
 		}
@@ -99,14 +106,24 @@ func (e *Engine) predict(s *session, w afterWork) {
 	e.speculate(s, w.seq, preds, e.predictorBytes(s.id))
 }
 
+// afterDoneLocked returns the channel closed when s's predictor goroutine
+// has drained its queue, made when someone first waits for it (most
+// results have nobody waiting).
+func (s *session) afterDoneLocked() chan struct{} {
+	if s.afterDone == nil {
+		s.afterDone = make(chan struct{})
+	}
+	return s.afterDone
+}
+
 // waitPredictedLocked waits, with e.mu held on entry and on return, while
 // more than max events of session s wait for the predictor (the one it is
 // working on counts). The session may have been dropped and made again
 // meanwhile: it returns the session as it is now. It returns ctx's error
 // if the caller left first, ErrClosed if the engine closed.
 func (e *Engine) waitPredictedLocked(ctx context.Context, s *session, max int, now time.Time) (*session, error) {
-	for s.afterDone != nil && len(s.after)+1 > max {
-		done := s.afterDone
+	for s.afterRun && len(s.after)+1 > max {
+		done := s.afterDoneLocked()
 		e.mu.Unlock()
 		select {
 		case <-done:
@@ -132,8 +149,8 @@ func (e *Engine) Predicted(ctx context.Context) error {
 	e.mu.Lock()
 	var waits []chan struct{}
 	for _, s := range e.sessions {
-		if s.afterDone != nil {
-			waits = append(waits, s.afterDone)
+		if s.afterRun {
+			waits = append(waits, s.afterDoneLocked())
 		}
 	}
 	e.mu.Unlock()

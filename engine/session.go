@@ -54,9 +54,10 @@ type session struct {
 	gone                        bool          // dropped; late completions must not re-add state
 	begun                       bool          // Begin was called
 	// after is the prediction work queued for the session's predictor
-	// goroutine (after.go); afterDone is closed when it has drained it,
-	// nil while none runs.
+	// goroutine (after.go), which runs while afterRun; afterDone, made
+	// by the first to wait, is closed when it has drained the queue.
 	after     []afterWork
+	afterRun  bool
 	afterDone chan struct{}
 }
 
