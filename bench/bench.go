@@ -285,7 +285,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	case SpecFaaS:
 		inner = specFaaS{t: newTransitions(o.Mine)}
 	case AllWrong:
-		inner = &allWrong{t: newTransitions(o.Mine), k: 3}
+		inner = &allWrong{t: newTransitions(o.Mine), k: 3, n: make(map[string]int)}
 	}
 	eopts := engine.Options{
 		Backends: map[string]engine.Backend{

@@ -264,7 +264,7 @@ type allWrong struct {
 	k int
 
 	mu sync.Mutex // protects n
-	n  int
+	n  map[string]int
 }
 
 // wrongArg is the argument name no real tool call has.
@@ -272,21 +272,26 @@ const wrongArg = "__ahead_bench_all_wrong"
 
 // start predicts the k most frequent first tools, wrongly, so that the
 // control is wrong from the session's start like ahead may be.
-func (w *allWrong) start(string, *agent) []predict.Prediction { return w.wrong(w.t.first()) }
+func (w *allWrong) start(session string, _ *agent) []predict.Prediction {
+	return w.wrong(session, w.t.first())
+}
 
 func (w *allWrong) predict(ev trace.Event, _ *agent) []predict.Prediction {
 	ranked, _ := w.t.observe(ev)
-	return w.wrong(ranked)
+	return w.wrong(ev.Session, ranked)
 }
 
-func (w *allWrong) wrong(ranked []toolP) []predict.Prediction {
+// wrong numbers its guesses by session, so that what they are (and the
+// latency modelled for them) does not depend on the order in which
+// sessions replayed at once happen to be predicted.
+func (w *allWrong) wrong(session string, ranked []toolP) []predict.Prediction {
 	var preds []predict.Prediction
 	for _, tp := range ranked[:min(w.k, len(ranked))] {
 		w.mu.Lock()
-		w.n++
-		n := w.n
+		w.n[session]++
+		n := w.n[session]
 		w.mu.Unlock()
-		args := fmt.Appendf(nil, `{%q:%d}`, wrongArg, n)
+		args := fmt.Appendf(nil, `{%q:"%s/%d"}`, wrongArg, session, n)
 		preds = append(preds, predict.Prediction{Tool: tp.tool, Args: args, P: 1})
 	}
 	return preds

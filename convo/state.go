@@ -126,6 +126,7 @@ type state struct {
 	used     map[uint64]struct{}
 	usedSame map[usedKey]struct{}
 	caches   []argCache // by cArg.id
+	sets     []uint8    // indexAll's scratch
 	tmp      []entry
 	ranks    hset
 	// mining only: tokens by normalised text, to find values.
@@ -160,10 +161,9 @@ func normKey(t string) string {
 }
 
 func (st *state) hear(msg trace.Event) {
-	seg := &segment{role: roleOf(msg.Role), n: st.n, size: len(msg.Content), text: msg.Content}
+	seg := st.newSegment(roleOf(msg.Role), msg.Content)
+	seg.n = st.n
 	st.n++
-	seg.toks = make([]token, 0, len(msg.Content)/6+1)
-	st.tokenize(seg, 0, len(msg.Content), "")
 	if seg.role == roleUser {
 		if !st.fresh {
 			st.clearWords()
@@ -208,9 +208,84 @@ func (st *state) addWord(w int32) {
 	}
 }
 
+// newSegment tokenises a message's text into a segment, its tokens
+// indexed by class set. Its cost is the message's: one pass over the
+// bytes, and three allocations whatever its length.
+func (st *state) newSegment(role uint8, text string) *segment {
+	seg := &segment{role: role, size: len(text), text: text}
+	// Sized by a count of the runs (a token each, at most): the shared
+	// traces' messages average six bytes a token, but a third of them
+	// have fewer, and growing the array would copy it and keep up to
+	// twice the memory in the window.
+	seg.toks = make([]token, 0, countRuns(text))
+	st.tokenize(seg, 0, len(text), "")
+	st.indexAll(seg)
+	return seg
+}
+
+// indexAll indexes a new segment's tokens by class set, for the class
+// sets some argument reads: a first pass numbers each token's set (in
+// st.sets), the lists then share one array sized by it, in place of an
+// append per token.
+func (st *state) indexAll(seg *segment) {
+	const none = 0xff
+	var bits [16]uint16 // the class sets, by first appearance
+	var count [16]int32
+	ns, total := 0, 0
+	sets := st.sets[:0]
+	for i := range seg.toks {
+		b := seg.toks[i].bits
+		if !st.c.readsClass(b) {
+			sets = append(sets, none)
+			continue
+		}
+		g := 0
+		for g < ns && bits[g] != b {
+			g++
+		}
+		if g == len(bits) {
+			// More class sets than a message has in practice: one
+			// append per token.
+			for i := range seg.toks {
+				if b := seg.toks[i].bits; st.c.readsClass(b) {
+					seg.index(b, int32(i))
+				}
+			}
+			return
+		}
+		if g == ns {
+			bits[g] = b
+			ns++
+		}
+		count[g]++
+		total++
+		sets = append(sets, uint8(g))
+	}
+	st.sets = sets
+	if total == 0 {
+		return
+	}
+	all := make([]int32, total)
+	seg.groups = make([]group, ns)
+	var at [16]int32 // where each set's list goes on in all
+	off := int32(0)
+	for g := range ns {
+		seg.groups[g] = group{bits: bits[g], idx: all[off : off+count[g] : off+count[g]]}
+		at[g] = off
+		off += count[g]
+	}
+	for i, g := range sets {
+		if g != none {
+			all[at[g]] = int32(i)
+			at[g]++
+		}
+	}
+}
+
 // tokenize appends the tokens of seg.text[from:to] to seg (see
 // eachToken), with their classes, vocabulary ids and, for those an
-// argument may read, shapes and hashes.
+// argument may read, shapes and hashes. It does not index them (see
+// indexAll and index).
 func (st *state) tokenize(seg *segment, from, to int, arg string) {
 	c := st.c
 	s := seg.text[:to]
@@ -219,34 +294,22 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			i++
 			continue
 		}
+		// The scan only gathers the token's class set: whether it is a
+		// word follows from it, and its shape is spelled only for the few
+		// tokens an argument reads that mix classes.
 		j := i
 		var bits uint16
-		word := true
-		// The shape, built as the token is read (see shapeBytes).
-		var shp [16]byte
-		ns := 0
-		var last byte
 		for j < len(s) {
-			b := s[j]
-			cb := tokBits[b]
+			cb := tokBits[s[j]]
 			if cb == 0 {
 				break
 			}
 			bits |= cb
-			if b-'a' > 'z'-'a' {
-				word = false
-			}
-			if cl := classOf(b); cl != last && ns < 16 {
-				last = cl
-				if ns == 15 {
-					shp[ns] = '*'
-				} else {
-					shp[ns] = cl
-				}
-				ns++
-			}
 			j++
 		}
+		// A word is lower-case letters only; one that ends a sentence
+		// (a trailing '.', trimmed below) is not counted as one.
+		word := bits == lowerBit
 		e := j
 		for e > i && s[e-1] == '.' {
 			e--
@@ -257,9 +320,7 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			continue
 		}
 		if e != j {
-			// Trailing dots trimmed: classes and shape again.
-			bits = classBits(t)
-			ns = len(shapeBytes(t, shp[:0]))
+			bits = classBits(t) // trailing dots trimmed
 		}
 		tk := token{off: uint32(off), n: uint8(len(t)), bits: bits, word: -1, shape: -1}
 		read := c.readsClass(bits)
@@ -269,17 +330,11 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 		if word && len(t) >= 2 && len(t) <= 24 {
 			tk.word = c.wordID(t, tk.h)
 		}
-		ti := int32(len(seg.toks))
 		if arg != "" || seg.role == roleCall {
 			seg.args = append(seg.args, arg)
 		}
 		if read {
-			if bits&(bits-1) == 0 {
-				tk.shape = c.shape1[bits31(bits)]
-			} else if id, ok := c.shapeID[string(shp[:ns])]; ok {
-				tk.shape = id
-			}
-			seg.index(bits, ti)
+			tk.shape = c.shapeOf(t, bits)
 		}
 		seg.toks = append(seg.toks, tk)
 	}
@@ -407,6 +462,11 @@ func (st *state) observe(ev trace.Event) {
 		seg.size += len(s)
 		before := len(seg.toks)
 		st.tokenize(seg, off, off+len(s), k)
+		for i := before; i < len(seg.toks); i++ {
+			if b := seg.toks[i].bits; c.readsClass(b) {
+				seg.index(b, int32(i))
+			}
+		}
 		// A value is one candidate as a whole, not only by its tokens.
 		if len(seg.toks) != before+1 || seg.str(int32(before)) != s {
 			bits := classBits(s)

@@ -24,6 +24,21 @@ func isTokenByte(c byte) bool {
 	return false
 }
 
+// countRuns counts the runs of token bytes in s: the tokens of s, and
+// those eachToken skips (all dots, too long).
+func countRuns(s string) int {
+	n := 0
+	in := false
+	for i := 0; i < len(s); i++ {
+		t := tokBits[s[i]] != 0
+		if t && !in {
+			n++
+		}
+		in = t
+	}
+	return n
+}
+
 // maxTokenLen bounds the tokens that can be values: longer runs (base64
 // blobs, minified code) are skipped.
 const maxTokenLen = 96
@@ -91,7 +106,17 @@ func shapeBytes(t string, dst []byte) []byte {
 	return dst
 }
 
-func classOf(c byte) byte {
+// classOf is the class letter of byte c (see shape).
+func classOf(c byte) byte { return classTab[c] }
+
+var classTab = func() (t [256]byte) {
+	for c := range t {
+		t[c] = classOfSlow(byte(c))
+	}
+	return t
+}()
+
+func classOfSlow(c byte) byte {
 	switch {
 	case c >= 'a' && c <= 'z':
 		return 'a'
@@ -132,9 +157,12 @@ var tokBits = func() (t [256]uint16) {
 	return t
 }()
 
+// lowerBit is the class bit of a lower-case letter.
+var lowerBit = classBitTable['a']
+
 var classBitTable = func() (t [256]uint16) {
 	for c := range t {
-		i := strings.IndexByte(classChars, classOf(byte(c)))
+		i := strings.IndexByte(classChars, classOfSlow(byte(c)))
 		if i < 0 {
 			i = len(classChars) - 1
 		}

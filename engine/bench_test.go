@@ -46,7 +46,9 @@ func BenchmarkCallMiss(b *testing.B) {
 func BenchmarkCallReuse(b *testing.B) {
 	pred := predict.Func(func(ev trace.Event) []predict.Prediction {
 		if ev.Tool == "list" {
-			return []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{"path": "a/b/c.txt", "limit": 100}`), P: 0.9}}
+			// Repeat: each batch reads again what the last one was served
+			// (the no-rerun rule would decline it otherwise).
+			return []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{"path": "a/b/c.txt", "limit": 100}`), P: 0.9, Repeat: true}}
 		}
 		return nil
 	})
@@ -60,6 +62,10 @@ func BenchmarkCallReuse(b *testing.B) {
 		MaxEntries: batch,
 		// Setup runs on a busy machine; no prepared job may miss its start.
 		StartDeadline: time.Hour,
+		// What is measured is the reuse, not the budget or the lifetime:
+		// no result may be declined or expire while a batch is prepared.
+		Amplification: -1,
+		DefaultTTL:    time.Hour,
 	})
 	defer eng.Close()
 	ctx := context.Background()

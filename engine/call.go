@@ -150,8 +150,9 @@ func (c *authCall) result(resp backend.Response, src Source, saved time.Duration
 	}
 }
 
-// finish accounts for the call, records it, and speculates on what the
-// predictor makes of it.
+// finish accounts for the call, records it, and queues it for the
+// predictor (after.go), whose predictions are speculated on once the
+// agent has its result.
 func (c *authCall) finish(res Result, err error) {
 	e := c.e
 	now := time.Now()
@@ -238,8 +239,13 @@ func (c *authCall) finish(res Result, err error) {
 	if gone || e.opts.Predictor == nil || e.policy.Load() == nil {
 		return
 	}
-	preds := e.opts.Predictor.Observe(ev)
-	e.speculate(s, c.seq+1, preds, e.predictorBytes(s.id))
+	w := afterWork{kind: afterObserve, ev: ev, seq: c.seq + 1}
+	e.mu.Lock()
+	queued := e.afterLocked(s, w)
+	e.mu.Unlock()
+	if !queued {
+		e.predict(s, w) // closed: the predictor still learns
+	}
 }
 
 // maxServed bounds a session's set of served calls.

@@ -19,7 +19,10 @@
 //     level it allows (full, dry run, warm-up).
 //   - Never slower: authoritative calls go first through the scheduler, and
 //     speculation runs on slack inside a budget, preempted when a real call
-//     needs the slot.
+//     needs the slot. The predictor works on a result after the agent has
+//     it, and on a message after Message returned; the session's next call
+//     waits for that work only if it arrives first, so it finds the same
+//     speculation it would have found had prediction come first (after.go).
 //   - Bounded cost: speculative executions per authoritative call average
 //     at most Options.Amplification; while the budget is scarce the least
 //     likely predictions are declined first (the probability a prediction

@@ -459,6 +459,13 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		return Result{}, ErrClosed
 	}
 	s := e.sessionLocked(sessionID, arrive)
+	// What earlier events of the session predict is speculated on before
+	// this call looks for its counterpart (after.go).
+	s, err = e.waitPredictedLocked(ctx, s, 0, arrive)
+	if err != nil {
+		e.mu.Unlock()
+		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
+	}
 	if e.opts.Amplification > 0 {
 		e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
 	}
@@ -494,7 +501,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 // predictor is a Starter. It does nothing for a session that has already
 // made calls or begun, or when nothing may be speculated.
 func (e *Engine) Begin(sessionID string) {
-	st, ok := e.opts.Predictor.(Starter)
+	_, ok := e.opts.Predictor.(Starter)
 	if !ok || e.policy.Load() == nil {
 		return
 	}
@@ -504,13 +511,12 @@ func (e *Engine) Begin(sessionID string) {
 		return
 	}
 	s := e.sessionLocked(sessionID, time.Now())
-	first := s.seq == 0 && !s.begun
+	if s.seq == 0 && !s.begun {
+		// In order with what the session says before its first call.
+		e.afterLocked(s, afterWork{kind: afterStart})
+	}
 	s.begun = true
 	e.unlock()
-	if first {
-		preds := st.Start(sessionID)
-		e.speculate(s, 0, preds, e.predictorBytes(sessionID))
-	}
 }
 
 // EndSession drops a session: its speculative work is cancelled and its

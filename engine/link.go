@@ -56,17 +56,24 @@ func (e *Engine) Join(from, into string) {
 	if f.thinkHeard {
 		s.thinkHeard = true
 	}
+	// The predictor hears the conversation under its new session, as if
+	// it had been said there: queued behind into's own prediction work,
+	// so that it hears into's events in order (after.go).
+	_, hearer := e.opts.Predictor.(predict.Hearer)
+	hearer = hearer && e.policy.Load() != nil
 	heard := make([]trace.Event, len(f.msgs))
 	for i, m := range f.msgs {
 		m.Session, m.Seq = into, s.seq
 		s.hearLocked(m, e.opts.MaxMessageBytes)
 		heard[i] = m
+		if hearer {
+			e.afterLocked(s, afterWork{kind: afterHear, ev: m, seq: s.seq})
+		}
 	}
 	e.dropSessionLocked(f, OutcomeCancelled)
 	e.resizeLocked(s)
 	e.idleLocked(s)
 	e.enforceBytesLocked(s, now)
-	seq := s.seq
 	e.unlock()
 
 	// Recorded again in into, so that its trace reads as one conversation
@@ -78,14 +85,5 @@ func (e *Engine) Join(from, into string) {
 				e.opts.Logger.Warn("recording message", "session", into, "role", m.Role, "err", err)
 			}
 		}
-	}
-	// The predictor hears the conversation under its new session, as if
-	// it had been said there.
-	h, ok := e.opts.Predictor.(predict.Hearer)
-	if !ok || e.policy.Load() == nil {
-		return
-	}
-	for _, m := range heard {
-		e.speculate(s, seq, h.Hear(m), e.predictorBytes(into))
 	}
 }

@@ -24,8 +24,10 @@ var ErrInvalidMessage = errors.New("engine: invalid message")
 // not predict that turn's calls). role is "system", "user" or "assistant";
 // content is the text. The message is recorded, kept in the session's
 // window of recent conversation (Conversation), and given to the predictor
-// if it listens (predict.Hearer), whose predictions are speculated on at
-// once. Tool results are not messages: they reach the engine as calls.
+// if it listens (predict.Hearer), whose predictions are speculated on as
+// soon as it has heard it: after Message returns, before the session's
+// next call looks for its speculative counterpart (after.go). Tool
+// results are not messages: they reach the engine as calls.
 func (e *Engine) Message(ctx context.Context, sessionID, role, content string) error {
 	switch role {
 	case trace.RoleSystem, trace.RoleUser, trace.RoleAssistant:
@@ -45,6 +47,11 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 		return ErrClosed
 	}
 	s := e.sessionLocked(sessionID, now)
+	s, err := e.waitPredictedLocked(ctx, s, maxAfter, now)
+	if err != nil {
+		e.mu.Unlock()
+		return err
+	}
 	s.lastActive = now
 	e.idleLocked(s)
 	ev := trace.Event{
@@ -54,7 +61,11 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 	s.hearLocked(ev, e.opts.MaxMessageBytes)
 	e.resizeLocked(s)
 	e.enforceBudgetLocked(now)
-	seq := s.seq
+	if _, ok := e.opts.Predictor.(predict.Hearer); ok && e.policy.Load() != nil {
+		// Heard after Message returns (after.go), in order with the
+		// session's calls.
+		e.afterLocked(s, afterWork{kind: afterHear, ev: ev, seq: s.seq})
+	}
 	e.unlock()
 
 	if e.opts.Recorder != nil {
@@ -62,12 +73,6 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 			e.opts.Logger.Warn("recording message", "session", sessionID, "role", role, "err", err)
 		}
 	}
-	h, ok := e.opts.Predictor.(predict.Hearer)
-	if !ok || e.policy.Load() == nil {
-		return nil
-	}
-	preds := h.Hear(ev)
-	e.speculate(s, seq, preds, e.predictorBytes(sessionID))
 	return nil
 }
 

@@ -57,6 +57,12 @@ type session struct {
 	// (ThinkTime) since the last result: the step's own result→call
 	// sample is then not counted again in Engine.thinks.
 	thinkHeard bool
+	// after is the prediction work queued for the session's predictor
+	// goroutine (after.go), which runs while afterRun; afterDone, made
+	// by the first to wait, is closed when it has drained the queue.
+	after     []afterWork
+	afterRun  bool
+	afterDone chan struct{}
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think

@@ -137,11 +137,17 @@ speculation_policy: {tools: {fetch: {allow: true}}}
 	if _, err := st.Engine().Call(t.Context(), "a", "search", json.RawMessage(`{"q":"go"}`)); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.Engine().Predicted(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if n := st.Engine().Stats().Entries; n != 2 {
 		t.Fatalf("before quiesce: %d speculative entries, want 2 (the fetches of both results)", n)
 	}
 	st.Quiesce()
 	if _, err := st.Engine().Call(t.Context(), "b", "search", json.RawMessage(`{"q":"rust"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Engine().Predicted(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if n := st.Engine().Stats().Entries; n > 1 {
