@@ -743,7 +743,7 @@ func TestSimulatedSpeculator(t *testing.T) {
 				Policy:    pol,
 				Latency:   latencies(map[string]time.Duration{}),
 				Modes:     []Mode{Serial, Ahead},
-				Speculator: func(offer func(string, []predict.Prediction), truth func(string) []trace.Event) (predict.Part, func(), error) {
+				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
 					s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: tc.acc, Latency: 100 * time.Millisecond, Seed: 1, Truth: truth, Offer: offer})
 					if err != nil {
 						return nil, nil, err

@@ -68,25 +68,48 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 	return nil
 }
 
+// NextCall is Offer's seq for predictions meant for whatever call a session
+// makes next, from an origin that cannot know its seq (a call complete in
+// the model's stream comes just before the agent's own call).
+const NextCall = -1
+
 // Offer hands the engine predictions of a session's next calls from an
 // origin that speaks on its own time: a call complete in a model's stream,
 // a fast model's guesses. They go through the same policy, merge, budget
 // and scheduler as the predictor's, merged by call key with what is
 // already speculated (the better probability wins; every origin is
 // credited). Offer never blocks on tool work.
-func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
-	if len(preds) == 0 || e.policy.Load() == nil {
-		return
-	}
+//
+// seq is the seq of the call the predictions are meant for: the seq after
+// the last result the origin had seen when it began guessing, or the Seq
+// of the message it heard (NextCall: whatever comes next). Guesses that
+// arrive once the agent has begun the step that call opens are late: for a
+// later step they would be guesses nobody made, so Offer drops them and
+// reports false, and the origin counts them. Calls started before seq in
+// the same step as seq-1 (the rest of a step of parallel calls) do not make
+// an answer late: the agent thinks after the whole step.
+func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bool {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return
+		return true
 	}
-	s := e.sessionLocked(sessionID, time.Now())
-	seq := s.seq
+	s, ok := e.sessions[sessionID]
+	if ok && seq >= 0 && s.seq > seq && s.stepSeq >= seq {
+		e.mu.Unlock()
+		return false
+	}
+	if len(preds) == 0 || e.policy.Load() == nil {
+		e.mu.Unlock()
+		return true
+	}
+	if !ok {
+		s = e.sessionLocked(sessionID, time.Now())
+	}
+	next := s.seq
 	e.unlock()
-	e.speculate(s, seq, preds, -1)
+	e.speculate(s, next, preds, -1)
+	return true
 }
 
 // Conversation returns a copy of the session's window of recent messages,

@@ -30,6 +30,7 @@ const (
 type session struct {
 	id         string
 	seq, step  int
+	stepSeq    int // the seq of the current step's first call (Offer's lateness)
 	inflight   int
 	results    int       // authoritative results so far: the think window
 	lastResult time.Time // when the previous authoritative result came back
@@ -63,6 +64,7 @@ func (s *session) beginLocked(now time.Time) time.Duration {
 	var think time.Duration
 	if s.inflight == 0 {
 		s.step++
+		s.stepSeq = s.seq
 		if !s.lastResult.IsZero() {
 			think = now.Sub(s.lastResult)
 		}

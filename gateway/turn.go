@@ -190,6 +190,10 @@ func (t *turn) parser(res response, emit func(toolCall)) callParser {
 	return nil
 }
 
+// nextCall is engine.NextCall: a stream's call is for whatever call the
+// agent makes next.
+const nextCall = -1
+
 // offerer turns complete tool calls into offers.
 type offerer struct {
 	g       *Gateway
@@ -206,7 +210,7 @@ func (o *offerer) offer(c toolCall) {
 	if l := o.g.opts.Linker; l != nil {
 		l.Remember(o.session, c.ID, c.Name, c.Args)
 	}
-	o.g.opts.Engine.Offer(o.session, []predict.Prediction{{
+	o.g.opts.Engine.Offer(o.session, nextCall, []predict.Prediction{{
 		Tool: c.Name, Args: c.Args, P: 1, Origin: predict.OriginStream,
 	}})
 }
