@@ -373,7 +373,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 		return nil, err
 	}
 	eng.Close()
-	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale)), nil
+	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale), o.TimeScale), nil
 }
 
 type recordFunc func(trace.Event) error

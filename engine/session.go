@@ -100,11 +100,14 @@ type entry struct {
 	expires  time.Time
 	size     int64
 
-	from    string // the session that predicted it
-	seq     int    // the position in from it was predicted for
-	reuses  int    // times a shared result was read
-	ran     bool   // Run started
-	removed bool   // out of its table
+	from   string // the session that predicted it
+	seq    int    // the position in from it was predicted for
+	reuses int    // times a shared result was read
+	// saved is what the claiming call did not wait: the whole run when
+	// reused, the part before it arrived when promoted.
+	saved   time.Duration
+	ran     bool // Run started
+	removed bool // out of its table
 	outcome Outcome
 	settled bool // outcome counted and recorded
 }
