@@ -364,6 +364,7 @@ func (s *Speculator) dispatchLocked(now time.Time) {
 
 // request is what a request needs from the ledger, copied under the lock.
 type request struct {
+	seq   int // the window's seq when asked (later results of its step raise it)
 	calls []trace.Event
 	msgs  []trace.Event
 	tools []string // tools the session called (when Options.Tools is nil)
@@ -371,7 +372,7 @@ type request struct {
 }
 
 func (s *Speculator) requestLocked(w *window) request {
-	r := request{auto: s.auto}
+	r := request{seq: w.seq, auto: s.auto}
 	if ss := s.led.sessions[w.session]; ss != nil {
 		r.calls = slices.Clone(ss.calls)
 		r.msgs = slices.Clone(ss.msgs)
@@ -388,7 +389,7 @@ func (s *Speculator) requestLocked(w *window) request {
 func (s *Speculator) ask(w *window, r request) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Timeout)
 	defer cancel()
-	log := s.opts.Logger.With("session", w.session, "seq", w.seq)
+	log := s.opts.Logger.With("session", w.session, "seq", r.seq)
 
 	var tools []Tool
 	if s.opts.Tools != nil {
