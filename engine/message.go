@@ -81,8 +81,8 @@ const NextCall = -1
 // credited). Offer never blocks on tool work.
 //
 // seq is the seq of the call the predictions are meant for: the seq after
-// the last result the origin had seen when it began guessing, or the Seq
-// of the message it heard (NextCall: whatever comes next). Guesses that
+// the calls whose results the origin has seen, or the Seq of the message it
+// heard (NextCall: whatever comes next). Guesses that
 // arrive once the agent has begun the step that call opens are late: for a
 // later step they would be guesses nobody made, so Offer drops them and
 // reports false, and the origin counts them. Calls started before seq in
