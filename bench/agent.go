@@ -286,7 +286,7 @@ func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64, s
 					return nil, err
 				}
 				ev := a.s.Events[st.start+j]
-				eng.Offer(a.s.ID, []predict.Prediction{{Tool: ev.Tool, Args: ev.Args, P: 1, Origin: predict.OriginStream}})
+				eng.Offer(a.s.ID, engine.NextCall, []predict.Prediction{{Tool: ev.Tool, Args: ev.Args, P: 1, Origin: predict.OriginStream}})
 			}
 		}
 		if err := sleep(ctx, time.Until(wake)); err != nil {

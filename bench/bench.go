@@ -101,7 +101,7 @@ type Options struct {
 	// the mode calls it with the engine's Offer and the harness's truth
 	// (the calls of a session's next step while its agent thinks, for a
 	// simulation), and stops what it returns when the mode ends.
-	Speculator func(offer func(session string, preds []predict.Prediction), truth func(session string) []trace.Event) (predict.Part, func(), error)
+	Speculator func(offer func(session string, seq int, preds []predict.Prediction) bool, truth func(session string) []trace.Event) (predict.Part, func(), error)
 	// Model, when its TPS is set, replaces recorded think times by a
 	// modelled model's stream (--model-ttft, --model-tps): each step's
 	// think time is TTFT plus its output tokens at TPS, and in the ahead
@@ -257,7 +257,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 			return nil, fmt.Errorf("building the predictor: %w", err)
 		}
 		if o.Speculator != nil {
-			offer := func(session string, preds []predict.Prediction) { eng.Offer(session, preds) }
+			offer := func(session string, seq int, preds []predict.Prediction) bool { return eng.Offer(session, seq, preds) }
 			truth := func(session string) []trace.Event {
 				if a := agents[session]; a != nil {
 					return a.nextStepIfIdle()
@@ -373,7 +373,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 		return nil, err
 	}
 	eng.Close()
-	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale)), nil
+	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale), o.TimeScale), nil
 }
 
 type recordFunc func(trace.Event) error

@@ -743,7 +743,7 @@ func TestSimulatedSpeculator(t *testing.T) {
 				Policy:    pol,
 				Latency:   latencies(map[string]time.Duration{}),
 				Modes:     []Mode{Serial, Ahead},
-				Speculator: func(offer func(string, []predict.Prediction), truth func(string) []trace.Event) (predict.Part, func(), error) {
+				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
 					s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: tc.acc, Latency: 100 * time.Millisecond, Seed: 1, Truth: truth, Offer: offer})
 					if err != nil {
 						return nil, nil, err
@@ -766,6 +766,57 @@ func TestSimulatedSpeculator(t *testing.T) {
 				t.Errorf("accuracy %v: not lossless", tc.acc)
 			}
 		})
+	}
+}
+
+// TestSavedIsTraceTime: saved_ms and wasted_ms, of the mode and of every
+// origin, are trace time like every other figure: the same run at a tenth
+// of the time scale reports the same times, not a tenth of them.
+func TestSavedIsTraceTime(t *testing.T) {
+	sessions := readTestdata(t, "tiny.jsonl")
+	pol, err := policy.Load("testdata/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(scale float64) *ModeResult {
+		var a *ModeResult
+		synctest.Test(t, func(t *testing.T) {
+			rep, err := Run(t.Context(), sessions, &Options{
+				Predictor: func() (Predictor, error) { return predict.Func(nil), nil },
+				Policy:    pol,
+				Latency:   latencies(map[string]time.Duration{"get_user_details": 800 * time.Millisecond, "get_reservation_details": 1200 * time.Millisecond}),
+				Modes:     []Mode{Ahead},
+				TimeScale: scale,
+				// Two origins: calls seen in the modelled stream, and a
+				// simulated speculator that is right half of the time.
+				Model: Model{TTFT: 300 * time.Millisecond, TPS: 200},
+				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
+					s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: 0.5, Latency: scaled(200*time.Millisecond, scale), Seed: 1, Truth: truth, Offer: offer})
+					if err != nil {
+						return nil, nil, err
+					}
+					return s, s.Close, nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a = rep.Mode(Ahead)
+		})
+		return a
+	}
+	one, tenth := run(1), run(0.1)
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.02*max(a, b)+1 }
+	if one.SavedMS == 0 || !near(one.SavedMS, tenth.SavedMS) || !near(one.WastedMS, tenth.WastedMS) {
+		t.Errorf("mode saved/wasted %.1f/%.1f ms at scale 1, %.1f/%.1f ms at scale 0.1; want the same trace time",
+			one.SavedMS, one.WastedMS, tenth.SavedMS, tenth.WastedMS)
+	}
+	for _, o := range []predict.Origin{predict.OriginStream, predict.OriginSpeculator} {
+		a, b := one.Origins[string(o)], tenth.Origins[string(o)]
+		if a.SavedMS == 0 || !near(a.SavedMS, b.SavedMS) || !near(a.WastedMS, b.WastedMS) {
+			t.Errorf("origin %s saved/wasted %.1f/%.1f ms at scale 1, %.1f/%.1f ms at scale 0.1; want the same trace time",
+				o, a.SavedMS, a.WastedMS, b.SavedMS, b.WastedMS)
+		}
 	}
 }
 

@@ -137,7 +137,11 @@ type OriginResult struct {
 	WastedMS float64 `json:"wasted_ms"`
 }
 
-func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st engine.Stats, bs replay.Stats, wall time.Duration) *ModeResult {
+// newModeResult gathers a mode's figures. The engine measures wall time at
+// the time scale; its durations are turned into trace time here, like
+// every other figure (the replay backend and the agents keep trace time).
+func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st engine.Stats, bs replay.Stats, wall time.Duration, scale float64) *ModeResult {
+	traceMS := func(d time.Duration) float64 { return ms(unscaled(d, scale)) }
 	r := &ModeResult{
 		Mode:       m,
 		Sessions:   len(rs),
@@ -149,8 +153,8 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 		SpecStarted: st.SpecStarted,
 		Warmups:     st.Warmups,
 		Outcomes:    make(map[string]int64),
-		WastedMS:    ms(st.Wasted),
-		SavedMS:     ms(st.Saved),
+		WastedMS:    traceMS(st.Wasted),
+		SavedMS:     traceMS(st.Saved),
 		Stale:       bs.Stale,
 		Unmatched:   bs.Unmatched,
 		callMS:      make([][]float64, len(rs)),
@@ -165,7 +169,7 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 		}
 		r.Origins[string(o)] = OriginResult{
 			Offered: os.Offered, Started: os.Started, Reused: os.Reused, Promoted: os.Promoted,
-			Wasted: os.Wasted, SavedMS: ms(os.Saved), WastedMS: ms(os.WastedTime),
+			Wasted: os.Wasted, SavedMS: traceMS(os.Saved), WastedMS: traceMS(os.WastedTime),
 		}
 	}
 	r.Wasted = max(0, st.SpecStarted-st.Outcomes[engine.OutcomeReused]-st.Outcomes[engine.OutcomePromoted]-st.Outcomes[engine.OutcomeWarmed])

@@ -71,7 +71,7 @@ func (o *Options) SetSpeculator(spec, model, apiKey string) error {
 		lat = time.Duration(float64(lat) * o.TimeScale)
 		seed := o.Seed
 		o.SpeculatorName = spec + " (a simulation, not a model)"
-		o.Speculator = func(offer func(string, []predict.Prediction), truth func(string) []trace.Event) (predict.Part, func(), error) {
+		o.Speculator = func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
 			s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: acc, Latency: lat, Seed: seed, Truth: truth, Offer: offer})
 			if err != nil {
 				return nil, nil, err
@@ -84,7 +84,7 @@ func (o *Options) SetSpeculator(spec, model, apiKey string) error {
 		return fmt.Errorf("the speculator at %s needs a model", spec)
 	}
 	o.SpeculatorName = spec + " (model " + model + ")"
-	o.Speculator = func(offer func(string, []predict.Prediction), _ func(string) []trace.Event) (predict.Part, func(), error) {
+	o.Speculator = func(offer func(string, int, []predict.Prediction) bool, _ func(string) []trace.Event) (predict.Part, func(), error) {
 		s, err := speculator.New(&speculator.Options{BaseURL: spec, Model: model, APIKey: apiKey, Offer: offer})
 		if err != nil {
 			return nil, nil, err

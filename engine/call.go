@@ -55,6 +55,7 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 		// claimLocked only hands out completed entries that are reusable.
 		res := c.result(en.resp, Reused, en.finished.Sub(en.started))
 		c.toolTime = en.finished.Sub(en.started)
+		en.saved = c.toolTime // (a shared one's origins are credited once)
 		if en.sess != nil {
 			e.settleLocked(en, OutcomeReused)
 		} else {
@@ -108,6 +109,7 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 		saved = c.arrive.Sub(en.started)
 	}
 	c.toolTime = en.finished.Sub(en.started)
+	en.saved = saved
 	e.settleLocked(en, OutcomePromoted)
 	return c.result(en.resp, Promoted, saved), true, nil
 }

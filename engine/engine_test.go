@@ -87,6 +87,12 @@ func TestReuseAndPromotion(t *testing.T) {
 				if n := runs[`read{"path":"a"}`]; n != 1 {
 					t.Errorf("read ran %d times, want 1", n)
 				}
+				// The origin is credited with what the call saved, not
+				// with the whole run (a promoted call waited the rest).
+				st := eng.Stats()
+				if got := st.Origins[predict.OriginPattern].Saved; got != tc.saved || st.Saved != tc.saved {
+					t.Errorf("saved %v, by the pattern origin %v; want %v", st.Saved, got, tc.saved)
+				}
 			})
 		})
 	}

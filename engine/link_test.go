@@ -68,7 +68,7 @@ func TestJoinServesTheLinkedCall(t *testing.T) {
 				if err := eng.Message(ctx, "llm-1", "user", "read a"); err != nil {
 					t.Fatal(err)
 				}
-				eng.Offer("llm-1", streamRead("a"))
+				eng.Offer("llm-1", engine.NextCall, streamRead("a"))
 				time.Sleep(500 * time.Millisecond) // the rest of the stream
 				res, err := eng.Call(ctx, "tools", "read", json.RawMessage(`{"path":"a"}`))
 				if err != nil {
@@ -150,7 +150,7 @@ func TestOfferRecordsEmittedCalls(t *testing.T) {
 			Recorder: rec,
 		})
 		defer eng.Close()
-		eng.Offer("s", append(streamRead("a"),
+		eng.Offer("s", engine.NextCall, append(streamRead("a"),
 			predict.Prediction{Tool: "read", Args: json.RawMessage(`not json`), P: 1, Origin: predict.OriginStream},
 			predict.Prediction{Tool: "read", Args: json.RawMessage(`{"path":"b"}`), P: 0.5, Origin: predict.OriginSpeculator}))
 		rec.mu.Lock()

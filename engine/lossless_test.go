@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -390,6 +391,17 @@ type run struct {
 	pol             *policy.Policy
 	disable         string // a freshness rule to turn off (mutation check)
 	stopAtFirst     bool
+	// predictor, if set, replaces the random predictor; onEngine is given
+	// the engine before any session starts (an origin that offers).
+	predictor engine.Predictor
+	onEngine  func(*engine.Engine)
+	// live is how many sessions run at once; 0: eight.
+	live int
+	// slots, if set, is every backend's slots (else 4 and 2).
+	slots int
+	// messages: each session opens with a user message naming it, and
+	// user and assistant messages come between its steps.
+	messages bool
 }
 
 type runResult struct {
@@ -398,6 +410,8 @@ type runResult struct {
 	st           engine.Stats
 	forbidden    []string
 	cancelled    int // executions of a non-cancellable tool cancelled before Close
+	// outputs holds what each agent saw: session → step → call → output.
+	outputs map[string][][]string
 }
 
 // runSessions replays random sessions through an engine, eight at a time,
@@ -417,8 +431,8 @@ func runSessions(t *testing.T, o run) runResult {
 	}
 	opts := engine.Options{
 		Backends: map[string]engine.Backend{
-			"kv":    {Backend: k, Limits: sched.Limits{Slots: 4}, Tools: []string{"get", "mget", "scan", "peek", "slow", "feed", "put", "move", "bump", "drop"}},
-			"notes": {Backend: n, Limits: sched.Limits{Slots: 2}, Tools: []string{"nget", "nput"}, PerSession: true},
+			"kv":    {Backend: k, Limits: sched.Limits{Slots: cmp.Or(o.slots, 4)}, Tools: []string{"get", "mget", "scan", "peek", "slow", "feed", "put", "move", "bump", "drop"}},
+			"notes": {Backend: n, Limits: sched.Limits{Slots: cmp.Or(o.slots, 2)}, Tools: []string{"nget", "nput"}, PerSession: true},
 		},
 		Policy:     o.pol,
 		SpecBudget: 6,
@@ -426,9 +440,15 @@ func runSessions(t *testing.T, o run) runResult {
 	if o.speculate {
 		opts.Predictor = &randomPredictor{r: rand.New(rand.NewPCG(o.seed, 1)), scripts: flat}
 	}
+	if o.predictor != nil {
+		opts.Predictor = o.predictor
+	}
 	eng := engine.New(opts)
 	if o.disable != "" {
 		engine.DisableRule(eng, o.disable)
+	}
+	if o.onEngine != nil {
+		o.onEngine(eng)
 	}
 	w := &world{keys: map[string]int{}, notes: map[string]int{}}
 	var (
@@ -438,7 +458,19 @@ func runSessions(t *testing.T, o run) runResult {
 		wg      sync.WaitGroup
 		errOnce sync.Once
 	)
-	live := make(chan struct{}, 8)
+	res.outputs = make(map[string][][]string, len(names))
+	for _, name := range names {
+		res.outputs[name] = make([][]string, len(scripts[name]))
+		for j, step := range scripts[name] {
+			res.outputs[name][j] = make([]string, len(step))
+		}
+	}
+	say := func(name, role, content string) {
+		if err := eng.Message(t.Context(), name, role, content); err != nil {
+			errOnce.Do(func() { t.Errorf("%s: message: %v", name, err) })
+		}
+	}
+	live := make(chan struct{}, cmp.Or(o.live, 8))
 	for i, name := range names {
 		if o.stopAtFirst && failed.Load() {
 			break
@@ -449,14 +481,27 @@ func runSessions(t *testing.T, o run) runResult {
 			r := rand.New(rand.NewPCG(o.seed, uint64(i)+2))
 			time.Sleep(time.Duration(r.IntN(1000)) * time.Millisecond)
 			prev := w.snapshot(k)
-			for _, step := range scripts[name] {
+			if o.messages {
+				say(name, trace.RoleUser, "This is session "+name+". Please tidy up the store.")
+			}
+			for j, step := range scripts[name] {
+				if o.messages && j > 0 {
+					switch r.IntN(3) {
+					case 0: // the model's turn ended; the user answers
+						say(name, trace.RoleAssistant, fmt.Sprintf("Step %d is done.", j))
+						time.Sleep(time.Duration(r.IntN(1000)) * time.Millisecond)
+						say(name, trace.RoleUser, "Go on with "+name+".")
+					case 1:
+						say(name, trace.RoleUser, "And keep the notes of "+name+" current.")
+					}
+				}
 				time.Sleep(time.Duration(r.IntN(3000)) * time.Millisecond) // think
 				if r.IntN(3) == 0 {
 					k.external(fmt.Sprintf("f%d", r.IntN(2)))
 				}
 				now := w.snapshot(k)
 				var sw sync.WaitGroup
-				for _, c := range step {
+				for ci, c := range step {
 					sw.Go(func() {
 						out, err := eng.Call(t.Context(), name, c.tool, json.RawMessage(c.args))
 						if err != nil {
@@ -467,6 +512,7 @@ func runSessions(t *testing.T, o run) runResult {
 						why := stale(name, out.Output, now, prev)
 						mu.Lock()
 						defer mu.Unlock()
+						res.outputs[name][j][ci] = out.Output
 						res.calls++
 						if why != "" {
 							failed.Store(true)

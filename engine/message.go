@@ -76,6 +76,11 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 	return nil
 }
 
+// NextCall is Offer's seq for predictions meant for whatever call a session
+// makes next, from an origin that cannot know its seq (a call complete in
+// the model's stream comes just before the agent's own call).
+const NextCall = -1
+
 // Offer hands the engine predictions of a session's next calls from an
 // origin that speaks on its own time: a call complete in a model's stream,
 // a fast model's guesses. They go through the same policy, merge, budget
@@ -83,26 +88,40 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 // already speculated (the better probability wins; every origin is
 // credited). Offer never blocks on tool work.
 //
+// seq is the seq of the call the predictions are meant for: the seq after
+// the calls whose results the origin has seen, or the Seq of the message it
+// heard (NextCall: whatever comes next). Guesses that
+// arrive once the agent has begun the step that call opens are late: for a
+// later step they would be guesses nobody made, so Offer drops them and
+// reports false, and the origin counts them. Calls started before seq in
+// the same step as seq-1 (the rest of a step of parallel calls) do not make
+// an answer late: the agent thinks after the whole step.
+//
 // A call complete in the model's stream (OriginStream) is recorded as a
 // line of kind trace.KindEmitted, whatever the policy: the model asked for
 // it, which is not a call. The agent's call, if it reaches the tool side,
 // is recorded there as a call line, once.
-func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
-	if len(preds) == 0 {
-		return
-	}
-	record := e.opts.Recorder != nil && slices.ContainsFunc(preds, func(p predict.Prediction) bool { return p.Origin == predict.OriginStream })
-	if !record && e.policy.Load() == nil {
-		return
-	}
-	now := time.Now()
+func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bool {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return
+		return true
 	}
-	s := e.sessionLocked(sessionID, now)
-	seq, step := s.seq, s.step
+	now := time.Now()
+	s, ok := e.sessions[sessionID]
+	if ok && seq >= 0 && s.seq > seq && s.stepSeq >= seq {
+		e.mu.Unlock()
+		return false
+	}
+	record := e.opts.Recorder != nil && slices.ContainsFunc(preds, func(p predict.Prediction) bool { return p.Origin == predict.OriginStream })
+	if len(preds) == 0 || (!record && e.policy.Load() == nil) {
+		e.mu.Unlock()
+		return true
+	}
+	if !ok {
+		s = e.sessionLocked(sessionID, now)
+	}
+	next, step := s.seq, s.step
 	if s.inflight == 0 {
 		step++ // the step these calls will make
 	}
@@ -117,7 +136,7 @@ func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
 				continue // not a call anyone could make: arguments that are not an object
 			}
 			ev := trace.Event{
-				Kind: trace.KindEmitted, Session: sessionID, Seq: seq, Step: step,
+				Kind: trace.KindEmitted, Session: sessionID, Seq: next, Step: step,
 				Tool: p.Tool, Args: json.RawMessage(key.Args), CallID: p.CallID, TS: now.UTC().Format(time.RFC3339Nano),
 			}
 			if err := e.opts.Recorder.Record(ev); err != nil {
@@ -125,10 +144,10 @@ func (e *Engine) Offer(sessionID string, preds []predict.Prediction) {
 			}
 		}
 	}
-	if e.policy.Load() == nil {
-		return
+	if e.policy.Load() != nil {
+		e.speculate(s, next, preds, -1)
 	}
-	e.speculate(s, seq, preds, -1)
+	return true
 }
 
 // Conversation returns a copy of the session's window of recent messages,

@@ -2,17 +2,22 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -86,7 +91,7 @@ func TestOfferMergesOrigins(t *testing.T) {
 		}
 		// The model's stream shows the same call the pattern predicted,
 		// arguments written differently: one execution, both credited.
-		eng.Offer("s1", []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{ "path" : "a" }`), P: 1, Origin: predict.OriginStream}})
+		eng.Offer("s1", engine.NextCall, []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{ "path" : "a" }`), P: 1, Origin: predict.OriginStream}})
 		time.Sleep(1500 * time.Millisecond)
 		if _, err := eng.Call(ctx, "s1", "read", json.RawMessage(`{"path":"a"}`)); err != nil {
 			t.Fatal(err)
@@ -224,6 +229,98 @@ func TestDebugLinePerSpeculation(t *testing.T) {
 		}
 		if strings.Contains(lines[0], `"a"`) {
 			t.Errorf("debug line %q shows the arguments", lines[0])
+		}
+	})
+}
+
+// TestOfferLate: guesses meant for a call the agent has begun are late:
+// Offer refuses them and runs nothing, while guesses for the next call, for
+// the rest of a step of parallel calls, or for whatever comes next
+// (NextCall) are taken.
+func TestOfferLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// slowTools, counted under a lock: calls run in parallel here.
+		var mu sync.Mutex
+		runs := map[string]int{}
+		counted := backend.Funcs{}
+		for _, name := range []string{"list", "read"} {
+			counted[name] = func(ctx context.Context, args json.RawMessage) (string, error) {
+				mu.Lock()
+				runs[name+string(args)]++
+				mu.Unlock()
+				select {
+				case <-time.After(time.Second):
+					return name + string(args), nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}
+		}
+		eng := engine.New(engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: counted, Limits: sched.Limits{Slots: 8}}},
+			Policy:   readsPolicy(),
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		guess := func(path string) []predict.Prediction {
+			return []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{"path":"` + path + `"}`), P: 0.9, Origin: predict.OriginSpeculator}}
+		}
+		if !eng.Offer("s", 0, guess("before")) {
+			t.Error("a guess for a new session's first call was refused")
+		}
+		// Step 1: two calls in parallel (seq 0 and 1).
+		done := make(chan struct{})
+		for _, dir := range []string{"x", "y"} {
+			go func() {
+				eng.Call(ctx, "s", "list", json.RawMessage(`{"dir":"`+dir+`"}`))
+				done <- struct{}{}
+			}()
+		}
+		synctest.Wait()
+		// A guess made after seq 0's result is meant for seq 1, which the
+		// agent issued with it: the agent has not begun the next step.
+		if !eng.Offer("s", 1, guess("sibling")) {
+			t.Error("a guess for the rest of a parallel step was refused")
+		}
+		<-done
+		<-done
+		if !eng.Offer("s", 2, guess("next")) {
+			t.Error("a guess for the next call, made while the agent thinks, was refused")
+		}
+		time.Sleep(2 * time.Second) // the agent thinks; the guesses run
+		// Step 2 begins (seq 2): what comes now for seq 2 or earlier is late.
+		go func() {
+			eng.Call(ctx, "s", "list", json.RawMessage(`{"dir":"z"}`))
+			done <- struct{}{}
+		}()
+		synctest.Wait()
+		for _, seq := range []int{1, 2} {
+			if eng.Offer("s", seq, guess("late"+strconv.Itoa(seq))) {
+				t.Errorf("a guess for seq %d came after the call of seq 2 began, and was taken", seq)
+			}
+		}
+		if !eng.Offer("s", engine.NextCall, guess("stream")) {
+			t.Error("a guess for whatever comes next was refused")
+		}
+		if !eng.Offer("s", 3, guess("after")) {
+			t.Error("a guess for the call after the running one was refused")
+		}
+		<-done
+		time.Sleep(2 * time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, path := range []string{"before", "sibling", "next", "stream", "after"} {
+			if n := runs[`read{"path":"`+path+`"}`]; n != 1 {
+				t.Errorf("guess %s ran %d times, want 1", path, n)
+			}
+		}
+		for _, path := range []string{"late1", "late2"} {
+			if n := runs[`read{"path":"`+path+`"}`]; n != 0 {
+				t.Errorf("late guess %s ran %d times", path, n)
+			}
+		}
+		if got := eng.Stats().Origins[predict.OriginSpeculator].Offered; got != 5 {
+			t.Errorf("speculator origin offered %d, want 5 (the late ones not counted)", got)
 		}
 	})
 }

@@ -30,6 +30,7 @@ const (
 type session struct {
 	id         string
 	seq, step  int
+	stepSeq    int // the seq of the current step's first call (Offer's lateness)
 	inflight   int
 	results    int       // authoritative results so far: the think window
 	lastResult time.Time // when the previous authoritative result came back
@@ -73,6 +74,7 @@ func (s *session) beginLocked(now time.Time) (think time.Duration, heard bool) {
 	s.lastActive = now
 	if s.inflight == 0 {
 		s.step++
+		s.stepSeq = s.seq
 		if !s.lastResult.IsZero() {
 			think = now.Sub(s.lastResult)
 		}
@@ -109,11 +111,14 @@ type entry struct {
 	expires  time.Time
 	size     int64
 
-	from    string // the session that predicted it
-	seq     int    // the position in from it was predicted for
-	reuses  int    // times a shared result was read
-	ran     bool   // Run started
-	removed bool   // out of its table
+	from   string // the session that predicted it
+	seq    int    // the position in from it was predicted for
+	reuses int    // times a shared result was read
+	// saved is what the claiming call did not wait: the whole run when
+	// reused, the part before it arrived when promoted.
+	saved   time.Duration
+	ran     bool // Run started
+	removed bool // out of its table
 	outcome Outcome
 	settled bool // outcome counted and recorded
 }

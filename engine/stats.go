@@ -187,12 +187,14 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 	en.origins.each(func(o predict.Origin) {
 		os := e.originLocked(o)
 		switch why {
+		// Saved as the call counted it (Result.Saved), not the
+		// whole run: a promoted call waited for the rest.
 		case OutcomeReused:
 			os.Reused++
-			os.Saved += ran
+			os.Saved += en.saved
 		case OutcomePromoted:
 			os.Promoted++
-			os.Saved += ran
+			os.Saved += en.saved
 		case OutcomeWarmed:
 		default:
 			os.Wasted++
@@ -208,7 +210,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		e.metrics.wastedSeconds.WithLabelValues(e.metrics.tool(en.key.Tool)).Add(ran.Seconds())
 	}
 	if why == OutcomeReused || why == OutcomePromoted {
-		ts.saved += ran
+		ts.saved += en.saved
 	}
 	st := trace.StatusOK
 	if en.err != nil || en.resp.IsError {

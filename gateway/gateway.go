@@ -38,8 +38,10 @@ type Engine interface {
 	Message(ctx context.Context, session, role, content string) error
 	// Offer hands the engine calls the model has completed in its stream
 	// (P 1, Origin predict.OriginStream); the engine alone decides
-	// whether they run.
-	Offer(session string, preds []predict.Prediction)
+	// whether they run. seq is always nextCall: the stream cannot know
+	// the seq of the agent's call, which follows at once. It reports
+	// whether the offer came in time (engine.Engine.Offer).
+	Offer(session string, seq int, preds []predict.Prediction) bool
 	// ThinkTime reports the time from a model request being sent to its
 	// first tool call being complete in the response.
 	ThinkTime(session string, d time.Duration)

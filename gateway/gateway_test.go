@@ -45,7 +45,10 @@ func (e *fakeEngine) Message(_ context.Context, session, role, content string) e
 	return nil
 }
 
-func (e *fakeEngine) Offer(session string, preds []predict.Prediction) {
+func (e *fakeEngine) Offer(session string, seq int, preds []predict.Prediction) bool {
+	if seq != nextCall {
+		panic("a stream offer names a seq") // the stream cannot know it
+	}
 	e.mu.Lock()
 	for _, p := range preds {
 		e.offers = append(e.offers, session+" "+p.Tool+string(p.Args)+" "+js(p.P)+" "+string(p.Origin))
@@ -54,6 +57,7 @@ func (e *fakeEngine) Offer(session string, preds []predict.Prediction) {
 	for _, p := range preds {
 		e.offered <- p.Tool
 	}
+	return true
 }
 
 func (e *fakeEngine) ThinkTime(session string, d time.Duration) {

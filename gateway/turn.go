@@ -234,6 +234,10 @@ func (t *turn) parser(res response, emit func(toolCall)) callParser {
 	return nil
 }
 
+// nextCall is engine.NextCall: a stream's call is for whatever call the
+// agent makes next.
+const nextCall = -1
+
 // offerer turns complete tool calls into offers.
 type offerer struct {
 	g       *Gateway
@@ -254,7 +258,7 @@ func (o *offerer) offer(c toolCall) {
 		o.g.opts.Engine.ThinkTime(session, time.Since(o.sent))
 	}
 	o.calls++
-	o.g.opts.Engine.Offer(session, []predict.Prediction{{
+	o.g.opts.Engine.Offer(session, nextCall, []predict.Prediction{{
 		Tool: c.Name, Args: c.Args, P: 1, Origin: predict.OriginStream, CallID: c.ID,
 	}})
 }

@@ -46,8 +46,10 @@ func newSpeculator(sc *config.Speculator, tools []string, pol *policy.Policy, en
 			}
 			return out
 		},
-		Private:      func(tool string) bool { return pol.Lookup(tool).Private },
-		Offer:        func(session string, preds []predict.Prediction) { (*eng).Offer(session, preds) },
+		Private: func(tool string) bool { return pol.Lookup(tool).Private },
+		Offer: func(session string, seq int, preds []predict.Prediction) bool {
+			return (*eng).Offer(session, seq, preds)
+		},
 		Conversation: func(session string) []trace.Event { return (*eng).Conversation(session) },
 		Logger:       logger,
 		Registerer:   reg,

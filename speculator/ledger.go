@@ -93,6 +93,7 @@ type window struct {
 // scoring holds the guesses of a session's last answered window until the
 // step of calls after it has been seen.
 type scoring struct {
+	win     *window
 	seq     int // the window's seq: calls from it on are scored
 	step    int // the first scored call's step; -1 until seen
 	guesses []guess
@@ -257,8 +258,8 @@ func (l *ledger) current(w *window) bool {
 }
 
 // answer turns a window's guesses (best first, valid, distinct) into
-// predictions with learned P, and keeps them for scoring. It returns nil,
-// false when the window has closed: the answer is late.
+// predictions with learned P, and keeps them for scoring (until retract).
+// It returns nil, false when the window has closed: the answer is late.
 func (l *ledger) answer(w *window, gs []guess) ([]predict.Prediction, bool) {
 	if !l.current(w) {
 		return nil, false
@@ -267,13 +268,22 @@ func (l *ledger) answer(w *window, gs []guess) ([]predict.Prediction, bool) {
 	if s.score != nil {
 		l.finalize(s.score)
 	}
-	s.score = &scoring{seq: w.seq, step: -1, guesses: gs, hit: make([]bool, len(gs))}
+	s.score = &scoring{win: w, seq: w.seq, step: -1, guesses: gs, hit: make([]bool, len(gs))}
 	preds := make([]predict.Prediction, len(gs))
 	for i, g := range gs {
 		preds[i] = predict.Prediction{Tool: g.tool, Args: g.args, P: l.p(g.rank, g.tool), Origin: predict.OriginSpeculator}
 	}
-	l.m.guessed(len(gs))
 	return preds, true
+}
+
+// retract forgets the guesses of w's answer, which the engine refused as
+// late (the agent's call had begun, though its result, which closes the
+// window here, had not come back): they were never offered, so they count
+// neither as guesses nor towards P.
+func (l *ledger) retract(w *window) {
+	if s := l.sessions[w.session]; s != nil && s.score != nil && s.score.win == w {
+		s.score = nil
+	}
 }
 
 // scoreLocked marks the outstanding guesses the call matches, and settles

@@ -103,21 +103,38 @@ func (down) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connection refused")}
 }
 
-// offers collects what a speculator offers.
+// offers collects what a speculator offers, as the engine would take it:
+// guesses for a seq the session has begun (begin) are refused as late.
 type offers struct {
-	mu  sync.Mutex // protects got
-	got []offer
+	mu    sync.Mutex // protects got and begun
+	got   []offer
+	begun map[string]int // session → the seq of its last call begun
 }
 
 type offer struct {
 	session string
+	seq     int
 	preds   []predict.Prediction
 }
 
-func (o *offers) offer(session string, preds []predict.Prediction) {
+func (o *offers) offer(session string, seq int, preds []predict.Prediction) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.got = append(o.got, offer{session, preds})
+	if b, ok := o.begun[session]; ok && b >= seq {
+		return false
+	}
+	o.got = append(o.got, offer{session, seq, preds})
+	return true
+}
+
+// begin says the agent of session began its call seq.
+func (o *offers) begin(session string, seq int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.begun == nil {
+		o.begun = make(map[string]int)
+	}
+	o.begun[session] = seq
 }
 
 func (o *offers) all() []offer {

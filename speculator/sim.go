@@ -37,7 +37,7 @@ type SimOptions struct {
 	// the harness's knowledge, which a simulation needs. Required.
 	Truth func(session string) []trace.Event
 	// Offer receives the guesses (engine.Engine.Offer); required.
-	Offer func(session string, preds []predict.Prediction)
+	Offer OfferFunc
 	// Registerer receives the metrics, labelled speculator="simulation";
 	// nil: not registered.
 	Registerer prometheus.Registerer
@@ -176,13 +176,22 @@ func (s *Sim) step(session string, apply func(time.Time)) {
 		}
 		s.mu.Lock()
 		preds, ok := s.led.answer(w, gs)
+		seq := w.seq
 		if !ok {
 			s.m.lateAnswer()
 		}
 		s.mu.Unlock()
-		if len(preds) > 0 {
-			s.opts.Offer(w.session, preds)
+		if len(preds) == 0 {
+			return
 		}
+		if !s.opts.Offer(w.session, seq, preds) {
+			s.mu.Lock()
+			s.led.retract(w)
+			s.mu.Unlock()
+			s.m.lateAnswer()
+			return
+		}
+		s.m.guessed(len(preds))
 	})
 }
 

@@ -183,6 +183,29 @@ func TestSimLateAndThinking(t *testing.T) {
 	})
 }
 
+// TestSimLateOnceCallBegun: an answer that arrives after the agent began
+// the call it was meant for (the engine refuses it) counts late, not as
+// guesses.
+func TestSimLateOnceCallBegun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &truths{}
+		s, o := newSim(t, 1, time.Second, tr)
+		next := history(s, "s")
+		tr.set("s", result("s", next+1, next+2, "read_item", `{"name":"new"}`, "", 0))
+		s.Observe(result("s", next, next+1, "list_items", `{"folder":"a"}`, "[]", 0))
+		time.Sleep(500 * time.Millisecond)
+		o.begin("s", next+1)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := o.all(); len(got) != 0 {
+			t.Errorf("late guesses offered: %+v", got)
+		}
+		if st := s.Stats(); st.Late != 1 || st.Guesses != 0 {
+			t.Errorf("late %d, guesses %d; want 1, 0", st.Late, st.Guesses)
+		}
+	})
+}
+
 func TestParseSim(t *testing.T) {
 	for _, tt := range []struct {
 		spec string

@@ -87,7 +87,7 @@ type Options struct {
 	Private func(tool string) bool
 	// Offer receives the guesses (engine.Engine.Offer); nil: guesses are
 	// made and counted but go nowhere.
-	Offer func(session string, preds []predict.Prediction)
+	Offer OfferFunc
 	// Conversation returns a session's recent messages
 	// (engine.Engine.Conversation); nil: the messages Hear was given.
 	Conversation func(session string) []trace.Event
@@ -98,6 +98,11 @@ type Options struct {
 	// HTTPClient makes the requests; nil: a client of its own.
 	HTTPClient *http.Client
 }
+
+// OfferFunc hands the engine a session's guesses meant for its call seq
+// (engine.Engine.Offer); it reports false when they came too late, once the
+// agent had begun that call.
+type OfferFunc func(session string, seq int, preds []predict.Prediction) bool
 
 // Speculator asks a fast model for a session's next tool calls whenever a
 // think window opens, and offers its guesses to the engine. It is a
@@ -359,6 +364,7 @@ func (s *Speculator) dispatchLocked(now time.Time) {
 
 // request is what a request needs from the ledger, copied under the lock.
 type request struct {
+	seq   int // the window's seq when asked (later results of its step raise it)
 	calls []trace.Event
 	msgs  []trace.Event
 	tools []string // tools the session called (when Options.Tools is nil)
@@ -366,7 +372,7 @@ type request struct {
 }
 
 func (s *Speculator) requestLocked(w *window) request {
-	r := request{auto: s.auto}
+	r := request{seq: w.seq, auto: s.auto}
 	if ss := s.led.sessions[w.session]; ss != nil {
 		r.calls = slices.Clone(ss.calls)
 		r.msgs = slices.Clone(ss.msgs)
@@ -383,7 +389,7 @@ func (s *Speculator) requestLocked(w *window) request {
 func (s *Speculator) ask(w *window, r request) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Timeout)
 	defer cancel()
-	log := s.opts.Logger.With("session", w.session, "seq", w.seq)
+	log := s.opts.Logger.With("session", w.session, "seq", r.seq)
 
 	var tools []Tool
 	if s.opts.Tools != nil {
@@ -440,6 +446,7 @@ func (s *Speculator) ask(w *window, r request) {
 		s.backoffUntil = now.Add(backoff(err, s.failStreak))
 	}
 	var preds []predict.Prediction
+	seq := w.seq
 	if s.ctx.Err() == nil {
 		switch reason {
 		case "":
@@ -467,14 +474,24 @@ func (s *Speculator) ask(w *window, r request) {
 				s.m.lateAnswer()
 				log.Debug("speculator answer late", "took", took)
 			}
+			seq = w.seq // raised by the other results of the window's step
 		}
 	}
 	w.state = winAnswered
 	s.dispatchLocked(now)
 	s.mu.Unlock()
-	if len(preds) > 0 && s.opts.Offer != nil {
-		s.opts.Offer(w.session, preds)
+	if len(preds) == 0 {
+		return
 	}
+	if s.opts.Offer != nil && !s.opts.Offer(w.session, seq, preds) {
+		s.mu.Lock()
+		s.led.retract(w)
+		s.mu.Unlock()
+		s.m.lateAnswer()
+		log.Debug("speculator answer late: the agent's call had begun", "took", took)
+		return
+	}
+	s.m.guessed(len(preds))
 }
 
 // complete asks for the guesses: tool_choice "required", or "auto" once

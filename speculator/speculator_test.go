@@ -31,7 +31,7 @@ func TestNoAuthorizationWithoutKey(t *testing.T) {
 			s, err := New(&Options{
 				BaseURL: hs.URL + "/v1", Model: "small", APIKey: tt.key,
 				Tools: func() []Tool { return testTools },
-				Offer: func(_ string, p []predict.Prediction) { got <- p },
+				Offer: func(_ string, _ int, p []predict.Prediction) bool { got <- p; return true },
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +76,7 @@ func TestGuessesOffered(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 		synctest.Wait()
-		want := []offer{{"s", []predict.Prediction{
+		want := []offer{{"s", 2, []predict.Prediction{
 			{Tool: "read_item", Args: json.RawMessage(`{"name":"x1"}`), P: 0.3, Origin: predict.OriginSpeculator},
 			{Tool: "read_item", Args: json.RawMessage(`{"name":"x2"}`), P: 0.15, Origin: predict.OriginSpeculator},
 			{Tool: "list_items", Args: json.RawMessage(`{}`), P: 0.075, Origin: predict.OriginSpeculator},
@@ -225,6 +225,42 @@ func TestToolChoiceFallback(t *testing.T) {
 		}
 		if f := s.Stats().Failures; f != 0 {
 			t.Errorf("%d failures, want 0", f)
+		}
+	})
+}
+
+// TestAnswerLateOnceCallBegun: an answer that comes after the agent began
+// the call it was meant for, but before that call's result (which is when
+// the speculator itself sees the call), is refused by the engine: it counts
+// late, not as guesses, and its guesses are not scored, so they teach P
+// nothing. An answer for a step still running in parallel is in time.
+func TestAnswerLateOnceCallBegun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &scripted{reply: always(200, completion(5, tc{"read_item", `{"name":"a"}`}), 1500*time.Millisecond)}
+		s, o, _ := newTest(t, inMemory{srv}, func(o *Options) { o.Timeout = 5 * time.Second })
+		s.Observe(result("s", 0, 1, "list_items", `{}`, `["a"]`, 0))
+		time.Sleep(time.Second)
+		o.begin("s", 1) // the agent calls read_item a; it runs 2 s
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := o.all(); len(got) != 0 {
+			t.Errorf("late answer offered: %+v", got)
+		}
+		s.Observe(result("s", 1, 2, "read_item", `{"name":"a"}`, "a", 0))
+		st := s.Stats()
+		if st.Late != 1 || st.Guesses != 0 || st.Hits != 0 {
+			t.Errorf("late %d, guesses %d, hits %d; want 1, 0, 0", st.Late, st.Guesses, st.Hits)
+		}
+
+		// The next window's answer comes while the agent thinks: in time,
+		// for seq 2, and scored.
+		time.Sleep(1600 * time.Millisecond)
+		synctest.Wait()
+		if got := o.all(); len(got) != 1 || got[0].seq != 2 {
+			t.Fatalf("offers %+v, want one for seq 2", got)
+		}
+		if st := s.Stats(); st.Late != 1 || st.Guesses != 1 {
+			t.Errorf("late %d, guesses %d; want 1, 1", st.Late, st.Guesses)
 		}
 	})
 }
