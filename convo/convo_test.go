@@ -196,12 +196,64 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDeterministic mines the same sessions several times and wants the
+// same bytes each time. The sessions' calls take several arguments, so
+// that anything read in map order (arguments, contexts) would show: Go
+// randomises map iteration per range statement.
 func TestDeterministic(t *testing.T) {
-	b1, _ := json.Marshal(mineTestdata(t))
-	b2, _ := json.Marshal(mineTestdata(t))
-	if !bytes.Equal(b1, b2) {
-		t.Error("mining twice gave different models")
+	sessions := append(readTestdata(t), multiArgSessions(30)...)
+	first, err := json.Marshal(mustMine(t, sessions))
+	if err != nil {
+		t.Fatal(err)
 	}
+	for range 4 {
+		b, err := json.Marshal(mustMine(t, sessions))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, b) {
+			t.Fatalf("mining twice gave different models (%d and %d bytes)", len(first), len(b))
+		}
+	}
+}
+
+func mustMine(t testing.TB, sessions []trace.Session) *Model {
+	t.Helper()
+	m, err := Mine(sessions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// multiArgSessions returns n sessions where the user names a city, a date
+// and a code that the calls then take, several arguments at once.
+func multiArgSessions(n int) []trace.Session {
+	cities := []string{"lisbon", "oslo", "quito", "dakar", "hanoi", "perth"}
+	var out []trace.Session
+	for i := range n {
+		id := fmt.Sprintf("multi/%02d", i)
+		from, to := cities[i%len(cities)], cities[(i*5+1)%len(cities)]
+		date := fmt.Sprintf("2026-%02d-%02d", 1+i%12, 1+i*7%28)
+		code := fmt.Sprintf("QX%04d", 1000+i*37)
+		s := trace.Session{ID: id}
+		add := func(ev trace.Event) {
+			// A message's Seq is the number of calls before it.
+			ev.Seq = len(s.Events)
+			if ev.IsMessage() {
+				s.Messages = append(s.Messages, ev)
+			} else {
+				ev.Step = ev.Seq + 1
+				s.Events = append(s.Events, ev)
+			}
+		}
+		add(msg(id, trace.RoleUser, fmt.Sprintf("please find a trip from %s to %s on %s, my booking code is %s", from, to, date, code)))
+		add(call(id, "search_trips", fmt.Sprintf(`{"origin":%q,"destination":%q,"date":%q,"cabin":"economy"}`, from, to, date)))
+		add(msg(id, trace.RoleUser, "and change the booking "+code+" to the first one please"))
+		add(call(id, "change_booking", fmt.Sprintf(`{"code":%q,"origin":%q,"destination":%q,"date":%q,"pay":"card"}`, code, from, to, date)))
+		out = append(out, s)
+	}
+	return out
 }
 
 // TestWindow: the window keeps the system prompt and the latest user

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -461,7 +462,11 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 			var args map[string]json.RawMessage
 			if ok && json.Unmarshal(ev.Args, &args) == nil {
 				t := c.tools[ti]
-				for k, raw := range args {
+				// In a fixed order: the instances' order is the order of
+				// the gradient's float sums, and the model must come out
+				// byte-identical run to run.
+				for _, k := range slices.Sorted(maps.Keys(args)) {
+					raw := args[k]
 					a := t.args[k]
 					if a == nil {
 						continue

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -321,13 +322,16 @@ func compile(m *Model) *compiled {
 		c.seqFlag[f] = seqDist{c: make([]float64, len(m.Tools))}
 	}
 	c.seqCtx = make(map[string]seqDist, len(m.Seq))
-	for ctx, counts := range m.Seq {
+	// Sorted, so that the float sums below do not depend on map order.
+	for _, ctx := range slices.Sorted(maps.Keys(m.Seq)) {
+		counts := m.Seq[ctx]
 		d := seqDist{c: make([]float64, len(m.Tools))}
 		flag := 0
 		if len(ctx) > 0 && ctx[len(ctx)-1] == '1' {
 			flag = 1
 		}
-		for name, n := range counts {
+		for _, name := range slices.Sorted(maps.Keys(counts)) {
+			n := counts[name]
 			i, ok := c.byName[name]
 			if !ok {
 				continue
