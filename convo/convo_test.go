@@ -338,3 +338,35 @@ func FuzzHear(f *testing.F) {
 		}
 	})
 }
+
+// TestDistinctValues: a tool whose calls never put one value in two
+// arguments is not predicted with one, where the same token would
+// otherwise fit both (two cities, one shape).
+func TestDistinctValues(t *testing.T) {
+	m := mustMine(t, multiArgSessions(30))
+	for _, tm := range m.Tools {
+		if tm.Name == "search_trips" && (tm.SameCalls != 0 || tm.DistinctCalls != 30) {
+			t.Fatalf("search_trips: same %v, distinct %v calls; want 0 and 30", tm.SameCalls, tm.DistinctCalls)
+		}
+	}
+	p := New(m, nil)
+	p.Hear(msg("d", trace.RoleUser, "please find a trip from hanoi to perth on 2026-03-04"))
+	preds := p.Hear(msg("d", trace.RoleUser, "from hanoi, to perth, thanks"))
+	n := 0
+	for _, pr := range preds {
+		if pr.Tool != "search_trips" {
+			continue
+		}
+		n++
+		var a map[string]string
+		if err := json.Unmarshal(pr.Args, &a); err != nil {
+			t.Fatal(err)
+		}
+		if a["origin"] == a["destination"] {
+			t.Errorf("predicted %s with one value in two arguments (P %.3f)", pr.Args, pr.P)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no search_trips predicted: %v", preds)
+	}
+}

@@ -172,6 +172,7 @@ type tableMiner struct {
 	consts  map[string]map[string]*constStat // tool\x00arg -> value
 	refs    []tokRef
 	tfs     []string
+	hashes  []uint64
 }
 
 type constStat struct {
@@ -218,6 +219,7 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 	}
 	slices.Sort(keys)
 	tm.keySets[ev.Tool][strings.Join(keys, "\x00")]++
+	tm.countSame(t, args, keys)
 	for _, k := range keys {
 		a := tm.args[ev.Tool][k]
 		if a == nil {
@@ -259,6 +261,31 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 			continue
 		}
 		tm.find(st, a, v)
+	}
+}
+
+// countSame counts whether two of a call's scalar argument values (as
+// candidates hash them) were equal.
+func (tm *tableMiner) countSame(t *ToolModel, args map[string]json.RawMessage, keys []string) {
+	hs := tm.hashes[:0]
+	for _, k := range keys {
+		raw := args[k]
+		if len(raw) == 0 || raw[0] == '{' || raw[0] == '[' {
+			continue
+		}
+		if h, ok := valueHash(raw); ok {
+			hs = append(hs, h)
+		}
+	}
+	tm.hashes = hs
+	if len(hs) < 2 {
+		return
+	}
+	slices.Sort(hs)
+	if len(slices.Compact(hs)) < len(hs) {
+		t.SameCalls++
+	} else {
+		t.DistinctCalls++
 	}
 }
 

@@ -446,6 +446,7 @@ type scratch struct {
 
 type kval struct {
 	ref valRef
+	h   uint64 // the value's hash
 	lp  float64
 }
 
@@ -576,18 +577,29 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 		for r := 0; r < maxValues; r++ {
 			var kv kval
 			if top[r] >= 0 {
-				kv = kval{cs[top[r]].ref, cs[top[r]].score - lz}
+				kv = kval{cs[top[r]].ref, cs[top[r]].h, cs[top[r]].score - lz}
 				nv[ai]++
 			}
 			sc.kvals = append(sc.kvals, kv)
 		}
 	}
 	// Enumerate the combinations (at most maxValues^k, pruned).
+	t := st.c.tools[ti]
 	var idx [maxKeys]uint8
 	for {
 		lp := base
 		for ai := 0; ai < k; ai++ {
 			lp += sc.kvals[off+ai*maxValues+int(idx[ai])].lp
+		}
+		if k > 1 && t.sameKnown {
+			// One value in two arguments is as likely as the tool's calls
+			// made it: rarely, for most, where it would otherwise fill the
+			// ranks with the same token put in every argument.
+			if sc.repeats(off, k, &idx) {
+				lp += t.logSame
+			} else {
+				lp += t.logDistinct
+			}
 		}
 		if p := math.Exp(lp); p >= minRaw {
 			sc.raws = append(sc.raws, rawPred{tool: ti, ks: ks, off: off, idx: idx, raw: p})
@@ -604,6 +616,20 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 			return
 		}
 	}
+}
+
+// repeats reports whether two arguments of a combination take the same
+// value.
+func (sc *scratch) repeats(off, k int, idx *[maxKeys]uint8) bool {
+	for a := 0; a < k; a++ {
+		ha := sc.kvals[off+a*maxValues+int(idx[a])].h
+		for b := a + 1; b < k; b++ {
+			if sc.kvals[off+b*maxValues+int(idx[b])].h == ha {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stratum is the calibration map that applies.
