@@ -370,3 +370,33 @@ func TestDistinctValues(t *testing.T) {
 		t.Fatalf("no search_trips predicted: %v", preds)
 	}
 }
+
+// TestComingKeys: a prediction made before a call may serve that call
+// and the later calls of its step, not the calls of the step already
+// made (calibration counts it a hit only then).
+func TestComingKeys(t *testing.T) {
+	s := trace.Session{ID: "c", Events: []trace.Event{
+		{Seq: 0, Step: 1, Tool: "a", Args: json.RawMessage(`{"x":1}`)},
+		{Seq: 1, Step: 1, Tool: "b", Args: json.RawMessage(`{"x":2}`)},
+		{Seq: 2, Step: 1, Tool: "c", Args: json.RawMessage(`{"x":3}`)},
+		{Seq: 3, Step: 2, Tool: "d", Args: json.RawMessage(`{"x":4}`)},
+	}}
+	for _, tc := range []struct {
+		seq  int
+		want []string
+	}{
+		{0, []string{"a", "b", "c"}},
+		{1, []string{"b", "c"}},
+		{2, []string{"c"}},
+		{3, []string{"d"}},
+	} {
+		var got []string
+		for _, k := range comingKeys(s, s.Events[tc.seq]) {
+			tool, _, _ := strings.Cut(k, "\x00")
+			got = append(got, tool)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("before call %d: %v, want %v", tc.seq, got, tc.want)
+		}
+	}
+}

@@ -619,21 +619,6 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 			}
 		}
 		add()
-		// A prediction hits if it is one of the calls of the coming step
-		// (the calls that share the next call's step), as the engine uses
-		// it: a speculative result serves any call of that step.
-		stepKeys := func(ev trace.Event) []string {
-			keys := []string{valueKey(ev.Tool, ev.Args)}
-			if ev.Step <= 0 {
-				return keys
-			}
-			for _, o := range s.Events {
-				if o.Step == ev.Step && o.Seq != ev.Seq && o.IsCall() {
-					keys = append(keys, valueKey(o.Tool, o.Args))
-				}
-			}
-			return keys
-		}
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
@@ -641,7 +626,7 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 				continue
 			}
 			if len(pending) > 0 {
-				want := stepKeys(ev)
+				want := comingKeys(s, ev)
 				for _, p := range pending {
 					k := valueKey(p.tool, json.RawMessage(p.args))
 					pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, slices.Contains(want, k)})
@@ -652,6 +637,23 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 			add()
 		}
 	}
+}
+
+// comingKeys returns the keys of the calls a prediction made before call
+// ev may serve: ev and the calls of its step after it (a speculative
+// result serves any call of the step, as the engine uses it; the calls
+// of the step already made are served and no longer count).
+func comingKeys(s trace.Session, ev trace.Event) []string {
+	keys := []string{valueKey(ev.Tool, ev.Args)}
+	if ev.Step <= 0 {
+		return keys
+	}
+	for _, o := range s.Events {
+		if o.Step == ev.Step && o.Seq > ev.Seq && o.IsCall() {
+			keys = append(keys, valueKey(o.Tool, o.Args))
+		}
+	}
+	return keys
 }
 
 type predictionKey struct {
