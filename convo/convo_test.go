@@ -400,3 +400,40 @@ func TestComingKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestLambdaChosen: Mine weighs the user's words by how well they told
+// the tools apart on the half of the sessions a model was not fitted on:
+// heavily when the words name the tool, lightly when they are noise; an
+// explicit weight is kept.
+func TestLambdaChosen(t *testing.T) {
+	sessions := func(informative bool) []trace.Session {
+		var out []trace.Session
+		for i := range 60 {
+			id := fmt.Sprintf("w/%02d", i)
+			tool, word := "renew_loan", "renew"
+			if i%2 == 1 {
+				tool, word = "return_book", "return"
+			}
+			if !informative && i%3 == 0 {
+				word = map[string]string{"renew": "return", "return": "renew"}[word]
+			}
+			out = append(out, trace.Session{ID: id,
+				Messages: []trace.Event{msg(id, trace.RoleUser, "hello, please "+word+" the book for me, item "+fmt.Sprint(1000+i))},
+				Events:   []trace.Event{{Session: id, Seq: 0, Step: 1, Tool: tool, Args: json.RawMessage(fmt.Sprintf(`{"item":"%d"}`, 1000+i)), Status: trace.StatusOK}},
+			})
+		}
+		return out
+	}
+	named, noisy := mustMine(t, sessions(true)).Lambda, mustMine(t, sessions(false)).Lambda
+	t.Logf("lambda: %v where the words name the tool, %v where they are noise", named, noisy)
+	if named <= noisy {
+		t.Errorf("lambda %v where the words name the tool, %v where they are noise; want the first larger", named, noisy)
+	}
+	m, err := Mine(sessions(true), &MineOptions{Lambda: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Lambda != 0.3 {
+		t.Errorf("explicit lambda 0.3 became %v", m.Lambda)
+	}
+}

@@ -26,7 +26,9 @@ type MineOptions struct {
 	// 0 means DefaultMaxBytes.
 	MaxBytes int
 	// Lambda weighs the user's words against the call sequence in tool
-	// choice; 0 means 0.5, negative means words are not used.
+	// choice; 0 means the value of lambdaGrid under which each half of
+	// the cross-fit predicted the other half's tools best (0.5 when
+	// there is no cross-fit), negative means words are not used.
 	Lambda float64
 	// NoCalibration skips the held-out calibration (P is then the raw
 	// score); for tests.
@@ -82,19 +84,45 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		}
 		halves[h] = append(halves[h], s)
 	}
+	both := len(halves[0]) > 0 && len(halves[1]) > 0
 	// The three fits are independent: run them side by side.
 	var m *Model
-	var halfPairs [2][nStrata][]calPair
+	var halfModels [2]*Model
+	var ll [2][len(lambdaGrid)]float64
+	choose := both && (opts == nil || opts.Lambda == 0)
 	var wg sync.WaitGroup
 	wg.Go(func() { m = fit(sessions, &o) })
-	for h := range halves {
-		if len(halves[h]) == 0 || len(halves[1-h]) == 0 {
-			continue
+	if both {
+		for h := range halves {
+			wg.Go(func() {
+				halfModels[h] = fit(halves[h], &o)
+				if choose {
+					toolLogLik(&ll[h], compile(halfModels[h]), halves[1-h], o.MaxBytes)
+				}
+			})
 		}
-		wg.Go(func() {
-			fm := fit(halves[h], &o)
-			appendPairs(&halfPairs[h], compile(fm), halves[1-h], o.MaxBytes)
-		})
+	}
+	wg.Wait()
+	if choose {
+		best := 0
+		for g := range lambdaGrid {
+			if ll[0][g]+ll[1][g] > ll[0][best]+ll[1][best] {
+				best = g
+			}
+		}
+		m.Lambda = lambdaGrid[best]
+		for _, hm := range halfModels {
+			hm.Lambda = m.Lambda
+		}
+	}
+	// Calibrate with the lambda chosen: the raw scores depend on it.
+	var halfPairs [2][nStrata][]calPair
+	if both {
+		for h := range halves {
+			wg.Go(func() {
+				appendPairs(&halfPairs[h], compile(halfModels[h]), halves[1-h], o.MaxBytes)
+			})
+		}
 	}
 	wg.Wait()
 	var pairs [nStrata][]calPair
@@ -108,6 +136,31 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		m.Calibration[name] = isotonic(pairs[i])
 	}
 	return m, nil
+}
+
+// lambdaGrid are the weights of the words that Mine chooses from.
+var lambdaGrid = [...]float64{0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1}
+
+// toolLogLik replays sessions with a model fitted on others and adds, for
+// each weight of lambdaGrid, the log probability it gave each call's tool.
+func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int) {
+	var probs []float64
+	for _, s := range sessions {
+		st := newState(c, maxBytes, false)
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+				continue
+			}
+			if ti, ok := c.byName[ev.Tool]; ok {
+				for g, l := range lambdaGrid {
+					probs = st.toolProbsAt(probs, l)
+					ll[g] += math.Log(max(probs[ti], 1e-9))
+				}
+			}
+			st.observe(ev)
+		}
+	}
 }
 
 // fit learns the tables and the weights of a model from sessions.

@@ -390,6 +390,11 @@ func dot(w, x []float64) float64 {
 
 // toolProbs returns P(tool) for the state's next call.
 func (st *state) toolProbs(dst []float64) []float64 {
+	return st.toolProbsAt(dst, st.c.m.Lambda)
+}
+
+// toolProbsAt is toolProbs with the words weighed by lambda.
+func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 	c := st.c
 	n := len(c.tools)
 	dst = slices.Grow(dst[:0], n)[:n]
@@ -406,7 +411,6 @@ func (st *state) toolProbs(dst []float64) []float64 {
 	}
 	fl := &c.seqFlag[flag]
 	all := &c.seqAll
-	lambda := c.m.Lambda
 	best := math.Inf(-1)
 	for i := range c.tools {
 		pAll := (all.c[i] + 0.5) / (all.n + 0.5*float64(n))
