@@ -10,7 +10,8 @@
 //   - Tool choice: a naive Bayes model over the lower-case words of the
 //     user's recent message(s), combined with the call sequence (the
 //     previous call's signature or the session start, and whether the
-//     user spoke since).
+//     user spoke since). The words' weight is the one under which each
+//     half of a cross-fit predicted the other half's tools best.
 //   - Argument values: for each (tool, argument), the shapes of the tokens
 //     of the conversation its values came from (character classes
 //     collapsed, class set, length), the lower-case words around them, the
@@ -19,7 +20,8 @@
 //     session's recent text (or an earlier call's argument) is scored by a
 //     conditional logit over these features, whose few weights are shared
 //     by every argument; how recently the token was mentioned, and by
-//     whom, are features too.
+//     whom, are features too. A call puts one value in two arguments as
+//     often as the tool's calls did (for most tools, rarely).
 //   - Honest probabilities: Mine fits twice on halves of the sessions,
 //     predicts the other half, and fits an isotonic map from raw scores to
 //     the hit rate observed there; a prediction's P is that map's value.

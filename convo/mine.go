@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -25,7 +26,9 @@ type MineOptions struct {
 	// 0 means DefaultMaxBytes.
 	MaxBytes int
 	// Lambda weighs the user's words against the call sequence in tool
-	// choice; 0 means 0.5, negative means words are not used.
+	// choice; 0 means the value of lambdaGrid under which each half of
+	// the cross-fit predicted the other half's tools best (0.5 when
+	// there is no cross-fit), negative means words are not used.
 	Lambda float64
 	// NoCalibration skips the held-out calibration (P is then the raw
 	// score); for tests.
@@ -81,19 +84,45 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		}
 		halves[h] = append(halves[h], s)
 	}
+	both := len(halves[0]) > 0 && len(halves[1]) > 0
 	// The three fits are independent: run them side by side.
 	var m *Model
-	var halfPairs [2][nStrata][]calPair
+	var halfModels [2]*Model
+	var ll [2][len(lambdaGrid)]float64
+	choose := both && (opts == nil || opts.Lambda == 0)
 	var wg sync.WaitGroup
 	wg.Go(func() { m = fit(sessions, &o) })
-	for h := range halves {
-		if len(halves[h]) == 0 || len(halves[1-h]) == 0 {
-			continue
+	if both {
+		for h := range halves {
+			wg.Go(func() {
+				halfModels[h] = fit(halves[h], &o)
+				if choose {
+					toolLogLik(&ll[h], compile(halfModels[h]), halves[1-h], o.MaxBytes)
+				}
+			})
 		}
-		wg.Go(func() {
-			fm := fit(halves[h], &o)
-			appendPairs(&halfPairs[h], compile(fm), halves[1-h], o.MaxBytes)
-		})
+	}
+	wg.Wait()
+	if choose {
+		best := 0
+		for g := range lambdaGrid {
+			if ll[0][g]+ll[1][g] > ll[0][best]+ll[1][best] {
+				best = g
+			}
+		}
+		m.Lambda = lambdaGrid[best]
+		for _, hm := range halfModels {
+			hm.Lambda = m.Lambda
+		}
+	}
+	// Calibrate with the lambda chosen: the raw scores depend on it.
+	var halfPairs [2][nStrata][]calPair
+	if both {
+		for h := range halves {
+			wg.Go(func() {
+				appendPairs(&halfPairs[h], compile(halfModels[h]), halves[1-h], o.MaxBytes)
+			})
+		}
 	}
 	wg.Wait()
 	var pairs [nStrata][]calPair
@@ -107,6 +136,31 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		m.Calibration[name] = isotonic(pairs[i])
 	}
 	return m, nil
+}
+
+// lambdaGrid are the weights of the words that Mine chooses from.
+var lambdaGrid = [...]float64{0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1}
+
+// toolLogLik replays sessions with a model fitted on others and adds, for
+// each weight of lambdaGrid, the log probability it gave each call's tool.
+func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int) {
+	var probs []float64
+	for _, s := range sessions {
+		st := newState(c, maxBytes, false)
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+				continue
+			}
+			if ti, ok := c.byName[ev.Tool]; ok {
+				for g, l := range lambdaGrid {
+					probs = st.toolProbsAt(probs, l)
+					ll[g] += math.Log(max(probs[ti], 1e-9))
+				}
+			}
+			st.observe(ev)
+		}
+	}
 }
 
 // fit learns the tables and the weights of a model from sessions.
@@ -171,6 +225,7 @@ type tableMiner struct {
 	consts  map[string]map[string]*constStat // tool\x00arg -> value
 	refs    []tokRef
 	tfs     []string
+	hashes  []uint64
 }
 
 type constStat struct {
@@ -217,6 +272,7 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 	}
 	slices.Sort(keys)
 	tm.keySets[ev.Tool][strings.Join(keys, "\x00")]++
+	tm.countSame(t, args, keys)
 	for _, k := range keys {
 		a := tm.args[ev.Tool][k]
 		if a == nil {
@@ -258,6 +314,31 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 			continue
 		}
 		tm.find(st, a, v)
+	}
+}
+
+// countSame counts whether two of a call's scalar argument values (as
+// candidates hash them) were equal.
+func (tm *tableMiner) countSame(t *ToolModel, args map[string]json.RawMessage, keys []string) {
+	hs := tm.hashes[:0]
+	for _, k := range keys {
+		raw := args[k]
+		if len(raw) == 0 || raw[0] == '{' || raw[0] == '[' {
+			continue
+		}
+		if h, ok := valueHash(raw); ok {
+			hs = append(hs, h)
+		}
+	}
+	tm.hashes = hs
+	if len(hs) < 2 {
+		return
+	}
+	slices.Sort(hs)
+	if len(slices.Compact(hs)) < len(hs) {
+		t.SameCalls++
+	} else {
+		t.DistinctCalls++
 	}
 }
 
@@ -461,7 +542,11 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 			var args map[string]json.RawMessage
 			if ok && json.Unmarshal(ev.Args, &args) == nil {
 				t := c.tools[ti]
-				for k, raw := range args {
+				// In a fixed order: the instances' order is the order of
+				// the gradient's float sums, and the model must come out
+				// byte-identical run to run.
+				for _, k := range slices.Sorted(maps.Keys(args)) {
+					raw := args[k]
 					a := t.args[k]
 					if a == nil {
 						continue
@@ -587,21 +672,6 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 			}
 		}
 		add()
-		// A prediction hits if it is one of the calls of the coming step
-		// (the calls that share the next call's step), as the engine uses
-		// it: a speculative result serves any call of that step.
-		stepKeys := func(ev trace.Event) []string {
-			keys := []string{valueKey(ev.Tool, ev.Args)}
-			if ev.Step <= 0 {
-				return keys
-			}
-			for _, o := range s.Events {
-				if o.Step == ev.Step && o.Seq != ev.Seq && o.IsCall() {
-					keys = append(keys, valueKey(o.Tool, o.Args))
-				}
-			}
-			return keys
-		}
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
@@ -609,7 +679,7 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 				continue
 			}
 			if len(pending) > 0 {
-				want := stepKeys(ev)
+				want := comingKeys(s, ev)
 				for _, p := range pending {
 					k := valueKey(p.tool, json.RawMessage(p.args))
 					pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, slices.Contains(want, k)})
@@ -620,6 +690,23 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 			add()
 		}
 	}
+}
+
+// comingKeys returns the keys of the calls a prediction made before call
+// ev may serve: ev and the calls of its step after it (a speculative
+// result serves any call of the step, as the engine uses it; the calls
+// of the step already made are served and no longer count).
+func comingKeys(s trace.Session, ev trace.Event) []string {
+	keys := []string{valueKey(ev.Tool, ev.Args)}
+	if ev.Step <= 0 {
+		return keys
+	}
+	for _, o := range s.Events {
+		if o.Step == ev.Step && o.Seq > ev.Seq && o.IsCall() {
+			keys = append(keys, valueKey(o.Tool, o.Args))
+		}
+	}
+	return keys
 }
 
 type predictionKey struct {

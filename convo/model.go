@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -55,7 +56,12 @@ type ToolModel struct {
 	Words     map[string]float64 `json:"words,omitempty"`
 	WordTotal float64            `json:"word_total"`
 	KeySets   []KeySet           `json:"key_sets"`
-	Args      []*ArgModel        `json:"args"`
+	// SameCalls and DistinctCalls count the calls with two or more
+	// scalar argument values where some two were equal, and where none
+	// were. Both zero (a model mined before they were counted): no rule.
+	SameCalls     float64     `json:"same_calls,omitempty"`
+	DistinctCalls float64     `json:"distinct_calls,omitempty"`
+	Args          []*ArgModel `json:"args"`
 }
 
 // KeySet is a set of argument names the tool was called with.
@@ -192,10 +198,14 @@ type seqDist struct {
 }
 
 type cTool struct {
-	t       *ToolModel
-	logW    []float64 // log P(word|tool) - log P(word), by word id
-	keySets []cKeySet
-	args    map[string]*cArg
+	t *ToolModel
+	// sameKnown says the model counted equal values; logSame and
+	// logDistinct are then the log shares of calls with and without.
+	sameKnown            bool
+	logSame, logDistinct float64
+	logW                 []float64 // log P(word|tool) - log P(word), by word id
+	keySets              []cKeySet
+	args                 map[string]*cArg
 }
 
 type cKeySet struct {
@@ -272,6 +282,11 @@ func compile(m *Model) *compiled {
 	for i, t := range m.Tools {
 		c.byName[t.Name] = i
 		ct := &cTool{t: t, args: make(map[string]*cArg), logW: make([]float64, len(words))}
+		if n := t.SameCalls + t.DistinctCalls; n > 0 {
+			ct.sameKnown = true
+			ct.logSame = math.Log((t.SameCalls + 0.5) / (n + 1))
+			ct.logDistinct = math.Log((t.DistinctCalls + 0.5) / (n + 1))
+		}
 		for i := range words {
 			ct.logW[i] = math.Log((t.Words[words[i]]+0.1)/(t.WordTotal+0.1*V)) - c.logBg[i]
 		}
@@ -321,13 +336,16 @@ func compile(m *Model) *compiled {
 		c.seqFlag[f] = seqDist{c: make([]float64, len(m.Tools))}
 	}
 	c.seqCtx = make(map[string]seqDist, len(m.Seq))
-	for ctx, counts := range m.Seq {
+	// Sorted, so that the float sums below do not depend on map order.
+	for _, ctx := range slices.Sorted(maps.Keys(m.Seq)) {
+		counts := m.Seq[ctx]
 		d := seqDist{c: make([]float64, len(m.Tools))}
 		flag := 0
 		if len(ctx) > 0 && ctx[len(ctx)-1] == '1' {
 			flag = 1
 		}
-		for name, n := range counts {
+		for _, name := range slices.Sorted(maps.Keys(counts)) {
+			n := counts[name]
 			i, ok := c.byName[name]
 			if !ok {
 				continue

@@ -390,6 +390,11 @@ func dot(w, x []float64) float64 {
 
 // toolProbs returns P(tool) for the state's next call.
 func (st *state) toolProbs(dst []float64) []float64 {
+	return st.toolProbsAt(dst, st.c.m.Lambda)
+}
+
+// toolProbsAt is toolProbs with the words weighed by lambda.
+func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 	c := st.c
 	n := len(c.tools)
 	dst = slices.Grow(dst[:0], n)[:n]
@@ -406,7 +411,6 @@ func (st *state) toolProbs(dst []float64) []float64 {
 	}
 	fl := &c.seqFlag[flag]
 	all := &c.seqAll
-	lambda := c.m.Lambda
 	best := math.Inf(-1)
 	for i := range c.tools {
 		pAll := (all.c[i] + 0.5) / (all.n + 0.5*float64(n))
@@ -446,6 +450,7 @@ type scratch struct {
 
 type kval struct {
 	ref valRef
+	h   uint64 // the value's hash
 	lp  float64
 }
 
@@ -576,18 +581,29 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 		for r := 0; r < maxValues; r++ {
 			var kv kval
 			if top[r] >= 0 {
-				kv = kval{cs[top[r]].ref, cs[top[r]].score - lz}
+				kv = kval{cs[top[r]].ref, cs[top[r]].h, cs[top[r]].score - lz}
 				nv[ai]++
 			}
 			sc.kvals = append(sc.kvals, kv)
 		}
 	}
 	// Enumerate the combinations (at most maxValues^k, pruned).
+	t := st.c.tools[ti]
 	var idx [maxKeys]uint8
 	for {
 		lp := base
 		for ai := 0; ai < k; ai++ {
 			lp += sc.kvals[off+ai*maxValues+int(idx[ai])].lp
+		}
+		if k > 1 && t.sameKnown {
+			// One value in two arguments is as likely as the tool's calls
+			// made it: rarely, for most, where it would otherwise fill the
+			// ranks with the same token put in every argument.
+			if sc.repeats(off, k, &idx) {
+				lp += t.logSame
+			} else {
+				lp += t.logDistinct
+			}
 		}
 		if p := math.Exp(lp); p >= minRaw {
 			sc.raws = append(sc.raws, rawPred{tool: ti, ks: ks, off: off, idx: idx, raw: p})
@@ -604,6 +620,20 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 			return
 		}
 	}
+}
+
+// repeats reports whether two arguments of a combination take the same
+// value.
+func (sc *scratch) repeats(off, k int, idx *[maxKeys]uint8) bool {
+	for a := 0; a < k; a++ {
+		ha := sc.kvals[off+a*maxValues+int(idx[a])].h
+		for b := a + 1; b < k; b++ {
+			if sc.kvals[off+b*maxValues+int(idx[b])].h == ha {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stratum is the calibration map that applies.

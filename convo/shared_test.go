@@ -54,28 +54,28 @@ func TestSharedTraces(t *testing.T) {
 	}
 	t.Run("tau2", func(t *testing.T) {
 		train, test := loadSplit(t, "tau2-airline-retail-train-conv", "task_id", nil)
-		r, err := Evaluate(train, test, nil)
+		r, err := Evaluate(t.Context(), train, test, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b strings.Builder
 		r.Print(&b)
 		t.Log("\n" + b.String())
-		if r.Merged.All.ExactAt3 < r.Patterns.All.ExactAt3 {
-			t.Errorf("merged exact_at_3 %.3f below patterns alone %.3f", r.Merged.All.ExactAt3, r.Patterns.All.ExactAt3)
+		if r.Merged.Ahead.ExactAt3 < r.Patterns.Ahead.ExactAt3 {
+			t.Errorf("merged exact_at_3 %.3f below patterns alone %.3f", r.Merged.Ahead.ExactAt3, r.Patterns.Ahead.ExactAt3)
 		}
 	})
 	t.Run("minisweagent", func(t *testing.T) {
 		train, test := loadSplit(t, "minisweagent-train-conv", "task_id", regexp.MustCompile(`^(.*)-[0-9]+$`))
-		r, err := Evaluate(train, test, nil)
+		r, err := Evaluate(t.Context(), train, test, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b strings.Builder
 		r.Print(&b)
 		t.Log("\n" + b.String())
-		if r.Merged.All.ExactAt3 < r.Patterns.All.ExactAt3-0.005 {
-			t.Errorf("merged exact_at_3 %.3f below patterns alone %.3f", r.Merged.All.ExactAt3, r.Patterns.All.ExactAt3)
+		if r.Merged.Ahead.ExactAt3 < r.Patterns.Ahead.ExactAt3-0.005 {
+			t.Errorf("merged exact_at_3 %.3f below patterns alone %.3f", r.Merged.Ahead.ExactAt3, r.Patterns.Ahead.ExactAt3)
 		}
 	})
 }

@@ -24,8 +24,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"strings"
 
@@ -57,9 +59,21 @@ type Options struct {
 	BaselineInSample bool
 }
 
+// ErrKnownOrder is returned when a call would be predicted after the
+// assistant text of its own step was heard: the predictor could have
+// read the call in it (traces/README.md, what is known when).
+var ErrKnownOrder = errors.New("evaluate: assistant text of a step was heard before the step's calls were predicted")
+
 // Run replays sessions through p and baseline and scores them. It stops
 // with ctx's error between sessions once ctx is done.
 func Run(ctx context.Context, sessions []trace.Session, p, baseline Predictor, opts *Options) (*Result, error) {
+	return run(ctx, sessions, trace.Known, p, baseline, opts)
+}
+
+// run is Run with the order each session is replayed in; Run's is
+// trace.Known, and run checks that the order keeps the rule of what is
+// known when, so that a broken order fails rather than flatters.
+func run(ctx context.Context, sessions []trace.Session, order func(trace.Session) iter.Seq[trace.Event], p, baseline Predictor, opts *Options) (*Result, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -78,14 +92,21 @@ func Run(ctx context.Context, sessions []trace.Session, p, baseline Predictor, o
 		hearer, _ := p.(predict.Hearer)
 		steps := stepKeys(s)
 		ci := 0
-		for ev := range trace.Known(s) {
+		heardStep := 0 // the largest step of an assistant message heard
+		for ev := range order(s) {
 			if ev.IsMessage() {
+				if ev.Role == trace.RoleAssistant {
+					heardStep = max(heardStep, ev.Step)
+				}
 				if hearer != nil {
 					if h := hearer.Hear(ev); len(h) > 0 {
 						preds = predict.Merge(preds, h)
 					}
 				}
 				continue
+			}
+			if ev.Step > 0 && heardStep >= ev.Step {
+				return nil, fmt.Errorf("%w: session %s, call %d (step %d)", ErrKnownOrder, s.ID, ev.Seq, ev.Step)
 			}
 			key, kerr := callkey.Make(ev.Tool, ev.Args)
 			if ci == 0 || ev.Step != s.Events[ci-1].Step || ev.Step == 0 {

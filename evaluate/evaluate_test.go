@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +190,65 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s differs (-want +got):\n%s", file, diff)
+	}
+}
+
+// cheater predicts, from each assistant message it hears, the call the
+// message spells out ("CALL tool {args}"): the text of the turn that
+// issues the call.
+type cheater struct{}
+
+func (cheater) Start(string) []predict.Prediction        { return nil }
+func (cheater) Observe(trace.Event) []predict.Prediction { return nil }
+func (cheater) Forget(string)                            {}
+func (cheater) Hear(m trace.Event) []predict.Prediction {
+	tool, args, ok := strings.Cut(strings.TrimPrefix(m.Content, "CALL "), " ")
+	if !ok || !strings.HasPrefix(m.Content, "CALL ") {
+		return nil
+	}
+	return []predict.Prediction{{Tool: tool, Args: json.RawMessage(args), P: 1}}
+}
+
+// fileOrder yields a session's messages and calls by seq, messages first:
+// the order of the file, in which a turn's text comes before its calls.
+func fileOrder(s trace.Session) iter.Seq[trace.Event] {
+	return func(yield func(trace.Event) bool) {
+		mi := 0
+		for _, c := range s.Events {
+			for ; mi < len(s.Messages) && s.Messages[mi].Seq <= c.Seq; mi++ {
+				if !yield(s.Messages[mi]) {
+					return
+				}
+			}
+			if !yield(c) {
+				return
+			}
+		}
+	}
+}
+
+// TestKnownOrder: a predictor that reads the assistant text of the step
+// it predicts gets nothing through Run (which replays through
+// trace.Known), and the replay refuses an order that would let it.
+func TestKnownOrder(t *testing.T) {
+	in := `{"session":"k","kind":"message","role":"user","content":"hello","seq":0}
+{"session":"k","kind":"message","role":"assistant","content":"CALL look {\"id\":\"x1\"}","seq":0,"step":1}
+{"session":"k","seq":0,"step":1,"tool":"look","args":{"id":"x1"},"status":"ok","output":""}
+{"session":"k","kind":"message","role":"assistant","content":"CALL fix {\"id\":\"x1\"}","seq":1,"step":2}
+{"session":"k","seq":1,"step":2,"tool":"fix","args":{"id":"x1"},"status":"ok","output":""}
+`
+	sessions, err := trace.Collect(trace.NewReader(nil).Read("k.jsonl", strings.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(t.Context(), sessions, cheater{}, cheater{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Ahead.ExactAt1; got != 0 {
+		t.Errorf("through trace.Known the cheater scores exact_at_1 %.2f, want 0", got)
+	}
+	if _, err := run(t.Context(), sessions, fileOrder, cheater{}, cheater{}, nil); !errors.Is(err, ErrKnownOrder) {
+		t.Errorf("replay in file order: err = %v, want ErrKnownOrder", err)
 	}
 }
