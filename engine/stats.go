@@ -120,6 +120,9 @@ type Stats struct {
 	// state). Bytes + SessionBytes stays within Options.MaxBytes.
 	Sessions, Entries   int
 	Bytes, SessionBytes int64
+	// Ready is how many of the Entries hold a finished result (the rest
+	// are queued or running).
+	Ready int
 }
 
 // Stats returns a snapshot of the engine's counters.
@@ -132,6 +135,7 @@ func (e *Engine) Stats() Stats {
 		Sessions: len(e.sessions),
 		Entries:  e.count,
 		Bytes:    e.bytes,
+		Ready:    e.filed.Len(),
 	}
 	st.SessionBytes = e.sessBytes
 	st.Outcomes = maps.Clone(e.totals.Outcomes)

@@ -17,19 +17,22 @@ import (
 // running server, or computed from recorded traces by StatsFromTraces).
 // Durations are milliseconds, with fractions.
 type Stats struct {
-	Calls              int64                `json:"calls"`
-	Executed           int64                `json:"executed"`
-	Reused             int64                `json:"reused"`
-	Promoted           int64                `json:"promoted"`
-	SpeculativeStarted int64                `json:"speculative_started"`
-	Warmups            int64                `json:"warmups"`
-	Outcomes           map[string]int64     `json:"outcomes"`
-	SavedMS            float64              `json:"saved_ms"`
-	WastedMS           float64              `json:"wasted_ms"`
-	Sessions           int                  `json:"sessions"`
-	Entries            int                  `json:"entries"`
-	Bytes              int64                `json:"bytes"`
-	Tools              map[string]ToolStats `json:"tools"`
+	Calls              int64            `json:"calls"`
+	Executed           int64            `json:"executed"`
+	Reused             int64            `json:"reused"`
+	Promoted           int64            `json:"promoted"`
+	SpeculativeStarted int64            `json:"speculative_started"`
+	Warmups            int64            `json:"warmups"`
+	Outcomes           map[string]int64 `json:"outcomes"`
+	SavedMS            float64          `json:"saved_ms"`
+	WastedMS           float64          `json:"wasted_ms"`
+	Sessions           int              `json:"sessions"`
+	Entries            int              `json:"entries"`
+	Bytes              int64            `json:"bytes"`
+	// Ready is how many of the entries hold a finished result (the rest
+	// are queued or running).
+	Ready int                  `json:"ready"`
+	Tools map[string]ToolStats `json:"tools"`
 	// Origins splits speculation by what predicted it (pattern, message,
 	// stream, speculator); work several origins predicted counts for each.
 	Origins map[string]OriginStats `json:"origins,omitempty"`
@@ -77,6 +80,7 @@ func NewStats(st engine.Stats) Stats {
 		Sessions:           st.Sessions,
 		Entries:            st.Entries,
 		Bytes:              st.Bytes,
+		Ready:              st.Ready,
 		Tools:              make(map[string]ToolStats, len(st.Tools)),
 	}
 	for o, n := range st.Outcomes {

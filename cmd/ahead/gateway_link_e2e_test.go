@@ -339,9 +339,9 @@ func TestServeGatewayLinksMCPSession(t *testing.T) {
 	params.Messages = append(params.Messages, msg.ToParam(), openai.ToolMessage(text, "toolu_1"))
 	turn()
 	waitFor(t, "the second stream's read to complete", func() bool {
-		var st struct{ Bytes int64 }
+		var st struct{ Entries, Ready int }
 		json.Unmarshal([]byte(getText(t, s.url+"/v1/stats")), &st)
-		return st.Bytes > 0
+		return st.Entries > 0 && st.Ready == st.Entries
 	})
 	text, src := callSource(t, cs, "read_text_file", map[string]any{"path": "/home/me/lib/README.md"})
 	if text != "# lib" || src != "reused" {

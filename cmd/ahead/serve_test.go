@@ -243,10 +243,10 @@ engine: {spec_budget: 4, ttl: 60s, idle_timeout: 10m}
 	if a.Code != 200 || a.Source != "executed" || !strings.Contains(string(a.Output), `"url":"https://rust.example/1"`) {
 		t.Fatalf("search: %+v", a)
 	}
-	waitFor(t, "the speculative fetch to complete", func() bool {
-		var st struct{ Bytes int64 }
+	waitFor(t, "the speculative fetches to complete", func() bool {
+		var st struct{ Entries, Ready int }
 		json.Unmarshal([]byte(getText(t, s.url+"/v1/stats")), &st)
-		return st.Bytes > 0
+		return st.Entries > 0 && st.Ready == st.Entries
 	})
 	a = call(t, s.url, "agent", `{"tool": "fetch", "args": {"url": "https://rust.example/1"}}`)
 	if a.Code != 200 || a.Source != "reused" || string(a.Output) != `"page at https://rust.example/1"` {
