@@ -54,6 +54,7 @@ type session struct {
 	msgBytes                    int64         // content bytes in msgs
 	gone                        bool          // dropped; late completions must not re-add state
 	begun                       bool          // Begin was called
+	aliases                     []string      // names folded into this session (Join)
 	// thinkHeard says the model side measured this step's think time
 	// (ThinkTime) since the last result: the step's own result→call
 	// sample is then not counted again in Engine.thinks.
@@ -235,6 +236,7 @@ func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 		e.removeLocked(en, why)
 	}
 	e.busyLocked(s)
+	e.unfoldLocked(s)
 	e.sessBytes -= s.own
 	s.own = 0
 	s.gone = true
