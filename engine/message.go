@@ -156,6 +156,23 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 	return true
 }
 
+// NextSeq returns the seq the session's next call will take: the calls it
+// has made so far (0 for a session the engine does not know, or a name
+// folded away, under which Offer takes any seq for the next call). An
+// origin that learns what the agent knows when the agent asks its model
+// (the gateway, as a model request is sent) reads it then and offers what
+// the answer holds for that seq and the ones after, so that an offer that
+// comes after the agent has moved on is refused as late, not speculated
+// for a later step.
+func (e *Engine) NextSeq(sessionID string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.sessions[sessionID]; ok {
+		return s.seq
+	}
+	return 0
+}
+
 // Conversation returns a copy of the session's window of recent messages
 // (of the session a name folded away stands for, see Join),
 // oldest first: the first system prompt, the latest user message, and as
