@@ -133,18 +133,28 @@ func (e *Engine) foldLocked(from string, s *session) {
 			e.folded[a].Value.(*fold).into = s.id
 		}
 		s.aliases = append(s.aliases, f.aliases...)
-		f.aliases = nil
+		s.aliasBytes += f.aliasBytes
+		f.aliases, f.aliasBytes = nil, 0
+		e.resizeLocked(f)
 	}
 	e.folded[from] = e.folds.PushBack(&fold{from: from, into: s.id})
 	s.aliases = append(s.aliases, from)
+	s.aliasBytes += aliasSize(from)
 	for e.folds.Len() > e.opts.MaxSessions {
 		old := e.folds.Remove(e.folds.Front()).(*fold)
 		delete(e.folded, old.from)
 		if t := e.sessions[old.into]; t != nil {
 			t.aliases = slices.DeleteFunc(t.aliases, func(a string) bool { return a == old.from })
+			t.aliasBytes -= aliasSize(old.from)
+			e.resizeLocked(t)
 		}
 	}
+	e.resizeLocked(s)
 }
+
+// aliasSize is what a folded name costs its session: the name, its place
+// in Engine.folded and folds.
+func aliasSize(name string) int64 { return int64(len(name)) + keyOverhead }
 
 // unfoldLocked forgets the names that stood for a session being dropped:
 // the names are free again.
@@ -155,5 +165,5 @@ func (e *Engine) unfoldLocked(s *session) {
 			delete(e.folded, a)
 		}
 	}
-	s.aliases = nil
+	s.aliases, s.aliasBytes = nil, 0
 }
