@@ -280,16 +280,17 @@ type Engine struct {
 	filed     entryHeap   // entries holding a result, lowest utility first
 	idle      sessionHeap // sessions without a call in flight, least recent first
 	forget    []string    // dropped sessions the predictor must Forget after unlocking
-	// folded maps the names Join folded away to their fold (in folds,
-	// oldest first): the session each now stands for (link.go).
-	folded  map[string]*list.Element
-	folds   *list.List
-	totals  Totals
-	pending []trace.Event // speculative records to write after unlocking
-	tokens  float64       // speculative executions that may start (Amplification)
-	quiet   bool          // Quiesce was called: no new speculation
-	debug   bool          // the logger takes debug lines
-	closed  bool
+	totals    Totals
+	pending   []trace.Event // speculative records to write after unlocking
+	tokens    float64       // speculative executions that may start (Amplification)
+	quiet     bool          // Quiesce was called: no new speculation
+	debug     bool          // the logger takes debug lines
+	closed    bool
+
+	// folded (under mu) maps the names Join folded away to their fold (in folds,
+	// oldest first): the session each stands for now (link.go).
+	folded map[string]*list.Element
+	folds  *list.List
 
 	stop chan struct{}
 	wg   sync.WaitGroup
