@@ -17,6 +17,7 @@ import (
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/sched"
+	"github.com/ahead-dev/ahead/speculator"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -248,6 +249,8 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	}
 	var inner modePredictor
 	var eng *engine.Engine // set once built, before any session runs
+	var stopSpec func()    // stops the speculator, if any
+	var specStats interface{ Stats() speculator.Stats }
 	switch m {
 	case Serial, AA:
 		pol = nil
@@ -268,7 +271,12 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 			if err != nil {
 				return nil, fmt.Errorf("building the speculator: %w", err)
 			}
-			defer stop() // after the engine's Close below: late answers meet a closed engine
+			// Stopped after the engine's Close below (late answers meet
+			// a closed engine), then its figures read; on an error, at
+			// return.
+			stopSpec = sync.OnceFunc(stop)
+			defer stopSpec()
+			specStats, _ = spec.(interface{ Stats() speculator.Stats })
 			p = predict.Join(p, spec)
 		}
 		inner = external{p}
@@ -373,7 +381,15 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 		return nil, err
 	}
 	eng.Close()
-	return newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale), o.TimeScale), nil
+	mr := newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale), o.TimeScale)
+	if stopSpec != nil {
+		stopSpec()
+		if specStats != nil {
+			st := specStats.Stats()
+			mr.Speculator = &st
+		}
+	}
+	return mr, nil
 }
 
 type recordFunc func(trace.Event) error

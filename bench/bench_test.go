@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -764,6 +765,45 @@ func TestSimulatedSpeculator(t *testing.T) {
 			}
 			if !rep.Lossless {
 				t.Errorf("accuracy %v: not lossless", tc.acc)
+			}
+			// The speculator's own figures, beside its origin's: every
+			// request answered (a simulation never fails), hits only
+			// when it is right, and both in the table and the JSON.
+			st := a.Speculator
+			if st == nil {
+				t.Fatalf("accuracy %v: no speculator figures in the ahead mode", tc.acc)
+			}
+			if st.Requests == 0 || st.Answers != st.Requests || st.Failures != 0 || (st.Hits > 0) != tc.wantHits || st.Hits > st.Guesses {
+				t.Errorf("accuracy %v: speculator figures %+v", tc.acc, *st)
+			}
+			if s := rep.Mode(Serial).Speculator; s != nil {
+				t.Errorf("the serial mode has speculator figures %+v, want none", *s)
+			}
+			var table, js strings.Builder
+			if err := rep.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("speculator (ahead)  %d requests, %d answers (%d late), %d guesses offered, %d hits; 0 failures; %d windows skipped",
+				st.Requests, st.Answers, st.Late, st.Guesses, st.Hits, st.Skipped)
+			if !strings.Contains(table.String(), want) {
+				t.Errorf("accuracy %v: the table lacks %q:\n%s", tc.acc, want, table.String())
+			}
+			if err := rep.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var back struct {
+				Modes map[Mode]struct {
+					Speculator *speculator.Stats `json:"speculator"`
+				} `json:"modes"`
+			}
+			if err := json.Unmarshal([]byte(js.String()), &back); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(st, back.Modes[Ahead].Speculator); d != "" {
+				t.Errorf("accuracy %v: the JSON's speculator figures (-want +got):\n%s", tc.acc, d)
+			}
+			if s := back.Modes[Serial].Speculator; s != nil {
+				t.Errorf("the JSON's serial mode has speculator figures %+v", *s)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/speculator"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -117,6 +118,10 @@ type ModeResult struct {
 	// (pattern, message, stream, speculator); work several origins
 	// predicted counts for each.
 	Origins map[string]OriginResult `json:"origins,omitempty"`
+	// Speculator is what the mode's speculator did (requests, answers,
+	// failures by reason, late answers, tokens), if it had one that
+	// counts (both of SetSpeculator's do).
+	Speculator *speculator.Stats `json:"speculator,omitempty"`
 
 	// callMS is each call's latency by session and index (for pairing
 	// modes call by call); executed marks the calls this mode executed.

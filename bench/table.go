@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -121,6 +124,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if a := r.Mode(Ahead); a != nil && a.Speculator != nil {
+		st := a.Speculator
+		fmt.Fprintf(&b, "speculator (ahead)  %d requests, %d answers (%d late), %d guesses offered, %d hits; %d failures%s; %d windows skipped%s; %d tokens\n",
+			st.Requests, st.Answers, st.Late, st.Guesses, st.Hits, st.Failures, byReason(st.FailedBy), st.Skipped, byReason(st.SkippedBy), st.Tokens)
+	}
 	calls := 0
 	if len(r.Modes) > 0 {
 		calls = int(r.Modes[0].Calls)
@@ -195,4 +203,19 @@ func (r *Report) Verdict() string {
 		parts = append(parts, fmt.Sprintf("NOT lossless (%d mismatches)", n))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// byReason formats counts by reason, most first: " (down 3, timeout 1)".
+func byReason(n map[string]int64) string {
+	if len(n) == 0 {
+		return ""
+	}
+	reasons := slices.SortedFunc(maps.Keys(n), func(a, b string) int {
+		return cmp.Or(cmp.Compare(n[b], n[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = fmt.Sprintf("%s %d", r, n[r])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -285,6 +286,11 @@ type Engine struct {
 	quiet     bool          // Quiesce was called: no new speculation
 	debug     bool          // the logger takes debug lines
 	closed    bool
+
+	// folded (under mu) maps the names Join folded away to their fold (in folds,
+	// oldest first): the session each stands for now (link.go).
+	folded map[string]*list.Element
+	folds  *list.List
 
 	stop chan struct{}
 	wg   sync.WaitGroup

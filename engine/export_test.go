@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"maps"
+	"slices"
+)
+
 // Rules names the freshness rules the mutation check turns off one by one.
 var Rules = map[string]rule{
 	"completion":      ruleCompletion,
@@ -27,4 +32,11 @@ func ThinkSamples(e *Engine) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.thinks.n
+}
+
+// Sessions returns the ids of the sessions the engine keeps, sorted.
+func Sessions(e *Engine) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Sorted(maps.Keys(e.sessions))
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"container/list"
+	"slices"
 	"time"
 
 	"github.com/ahead-dev/ahead/predict"
@@ -13,24 +15,43 @@ import (
 // speculative work becomes into's, so that into's calls claim it; its
 // conversation window is heard again in into (the predictor hears it, and
 // it is recorded there as well); a think time the model side measured for the
-// step carries over; then from is dropped. Joining a session into itself,
-// or an unknown session, does nothing.
+// step carries over; then from is dropped. Joining a session into itself
+// does nothing.
+//
+// From then on the name from stands for into: an Offer, Message or
+// ThinkTime that names from reaches into. Whoever speaks for from may have
+// picked the name up just before the fold and reach the engine just
+// after; without this it would recreate from, an orphan whose speculation
+// nothing claims and whose messages prediction never hears. The names are
+// kept while into is (they go with it) and at most MaxSessions of them,
+// the oldest fold forgotten first. A from the engine has not seen yet is
+// folded all the same, for the same reason.
 //
 // Work on a backend whose state is per session (Backend.PerSession) ran in
 // from's state, not into's: it is cancelled, never handed over.
 func (e *Engine) Join(from, into string) {
-	if from == into {
-		return
-	}
 	now := time.Now()
 	e.mu.Lock()
-	f, ok := e.sessions[from]
-	if !ok || e.closed {
+	if e.closed {
+		e.unlock()
+		return
+	}
+	into = e.resolveLocked(into)
+	if from == into || e.folded[from] != nil {
+		// Itself, or folded already (into into, or into another, which
+		// a second link cannot overrule).
 		e.unlock()
 		return
 	}
 	s := e.sessionLocked(into, now)
 	s.lastActive = now
+	f, ok := e.sessions[from]
+	e.foldLocked(from, s)
+	if !ok {
+		e.idleLocked(s)
+		e.unlock()
+		return
+	}
 	for key, en := range f.entries {
 		if e.perSession[en.backend] || s.entries[key] != nil || s.running[key] > 0 {
 			// Computed in another state, or into already has (or is
@@ -86,4 +107,63 @@ func (e *Engine) Join(from, into string) {
 			}
 		}
 	}
+}
+
+// fold is a name Join folded away (from) and the session it stands for.
+type fold struct{ from, into string }
+
+// resolveLocked returns the session a name stands for: the session it was
+// folded into (Join), or the name itself.
+func (e *Engine) resolveLocked(id string) string {
+	if el := e.folded[id]; el != nil {
+		return el.Value.(*fold).into
+	}
+	return id
+}
+
+// foldLocked makes from stand for s, and the names that stood for from
+// too, so that a name resolves in one step. Past MaxSessions names the
+// oldest fold is forgotten.
+func (e *Engine) foldLocked(from string, s *session) {
+	if e.folded == nil {
+		e.folded, e.folds = map[string]*list.Element{}, list.New()
+	}
+	if f := e.sessions[from]; f != nil {
+		for _, a := range f.aliases {
+			e.folded[a].Value.(*fold).into = s.id
+		}
+		s.aliases = append(s.aliases, f.aliases...)
+		s.aliasBytes += f.aliasBytes
+		f.aliases, f.aliasBytes = nil, 0
+		e.resizeLocked(f)
+	}
+	e.folded[from] = e.folds.PushBack(&fold{from: from, into: s.id})
+	s.aliases = append(s.aliases, from)
+	s.aliasBytes += aliasSize(from)
+	for e.folds.Len() > e.opts.MaxSessions {
+		old := e.folds.Remove(e.folds.Front()).(*fold)
+		delete(e.folded, old.from)
+		if t := e.sessions[old.into]; t != nil {
+			t.aliases = slices.DeleteFunc(t.aliases, func(a string) bool { return a == old.from })
+			t.aliasBytes -= aliasSize(old.from)
+			e.resizeLocked(t)
+		}
+	}
+	e.resizeLocked(s)
+}
+
+// aliasSize is what a folded name costs its session: the name, its place
+// in Engine.folded and folds.
+func aliasSize(name string) int64 { return int64(len(name)) + keyOverhead }
+
+// unfoldLocked forgets the names that stood for a session being dropped:
+// the names are free again.
+func (e *Engine) unfoldLocked(s *session) {
+	for _, a := range s.aliases {
+		if el := e.folded[a]; el != nil && el.Value.(*fold).into == s.id {
+			e.folds.Remove(el)
+			delete(e.folded, a)
+		}
+	}
+	s.aliases, s.aliasBytes = nil, 0
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,8 +84,8 @@ func TestJoinServesTheLinkedCall(t *testing.T) {
 				if got := eng.Conversation("tools"); len(got) != 1 || got[0].Content != "read a" || got[0].Session != "tools" {
 					t.Errorf("the tool session's conversation = %+v, want the message heard before the link", got)
 				}
-				if got := eng.Conversation("llm-1"); got != nil {
-					t.Errorf("the gateway's session still holds %+v, want it folded away", got)
+				if got, want := engine.Sessions(eng), []string{"tools"}; !slices.Equal(got, want) {
+					t.Errorf("sessions %v, want %v: the gateway's session folded away", got, want)
 				}
 				rec.mu.Lock()
 				defer rec.mu.Unlock()
@@ -161,6 +162,130 @@ func TestOfferRecordsEmittedCalls(t *testing.T) {
 		ev := rec.evs[0]
 		if ev.Kind != trace.KindEmitted || ev.Tool != "read" || string(ev.Args) != `{"path":"a"}` || ev.CallID != "call_a" || ev.Step != 1 {
 			t.Errorf("recorded %+v", ev)
+		}
+	})
+}
+
+// TestFoldedNameReachesTheSession: the gateway may pick up its own name for
+// a conversation just before the link folds it into the tool session, and
+// reach the engine just after. What it then offers, says and measures under
+// the old name reaches the tool session: nothing recreates the gateway's
+// session, the late stream call serves the agent, the message is heard.
+func TestFoldedNameReachesTheSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		eng := engine.New(engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
+			Policy:   readsPolicy(),
+			Linker:   &oneLink{from: "llm-1", session: "tools"},
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		call := func(tool, args string) engine.Result {
+			t.Helper()
+			res, err := eng.Call(ctx, "tools", tool, json.RawMessage(args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		// Before the link the session has made calls of its own: seqs
+		// counted in the gateway's session mean nothing here.
+		call("list", `{}`)
+		call("list", `{"all":true}`)
+		eng.Offer("llm-1", engine.NextCall, streamRead("a"))
+		time.Sleep(200 * time.Millisecond)
+		if res := call("read", `{"path":"a"}`); res.Source != engine.Promoted {
+			t.Fatalf("the first read was %s, want promoted (the link folds llm-1 into tools)", res.Source)
+		}
+		// The gateway read its name before the fold and speaks only now.
+		if !eng.Offer("llm-1", 0, streamRead("b")) {
+			t.Errorf("an offer under the folded name was refused as late; its seq counted another session's calls")
+		}
+		if err := eng.Message(ctx, "llm-1", "assistant", "read b next"); err != nil {
+			t.Fatal(err)
+		}
+		eng.ThinkTime("llm-1", 300*time.Millisecond)
+		if got, want := engine.Sessions(eng), []string{"tools"}; !slices.Equal(got, want) {
+			t.Errorf("sessions %v, want %v: the folded name recreated its session", got, want)
+		}
+		time.Sleep(2 * time.Second)
+		if res := call("read", `{"path":"b"}`); res.Source != engine.Reused {
+			t.Errorf("the read offered under the folded name was %s, want reused", res.Source)
+		}
+		if n := runs[`read{"path":"b"}`]; n != 1 {
+			t.Errorf("read b ran %d times, want once", n)
+		}
+		if got := eng.Conversation("tools"); len(got) != 1 || got[0].Content != "read b next" || got[0].Session != "tools" {
+			t.Errorf("the tool session's conversation = %+v, want the message said under the folded name", got)
+		}
+		if got := eng.Conversation("llm-1"); len(got) != 1 {
+			t.Errorf("Conversation(llm-1) = %+v, want the tool session's", got)
+		}
+		if n := engine.ThinkSamples(eng); n != 2 {
+			// The first read's think time (engine-measured), then the
+			// gateway's sample under the folded name; read b's own is
+			// not added again.
+			t.Errorf("%d think samples, want 2", n)
+		}
+	})
+}
+
+// TestFoldsAreBounded: the folded names go with the session they stand for,
+// at most MaxSessions of them are kept (the oldest forgotten first), and a
+// name folded into a session that is folded in turn follows it.
+func TestFoldsAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := engine.New(engine.Options{
+			Backends:    map[string]engine.Backend{"b": {Backend: slowTools(time.Millisecond, map[string]int{})}},
+			MaxSessions: 3,
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		say := func(session, text string) {
+			t.Helper()
+			if err := eng.Message(ctx, session, "user", text); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sessions := func(want ...string) {
+			t.Helper()
+			if got := engine.Sessions(eng); !slices.Equal(got, want) {
+				t.Errorf("sessions %v, want %v", got, want)
+			}
+		}
+		// Folded before the engine heard of them: still folded.
+		for _, g := range []string{"g1", "g2", "g3"} {
+			eng.Join(g, "t")
+		}
+		say("g2", "two")
+		sessions("t")
+		eng.Join("g4", "t") // past MaxSessions: g1, the oldest, is forgotten
+		say("g4", "four")
+		say("g1", "one")
+		sessions("g1", "t")
+		if got := eng.Conversation("t"); len(got) != 2 || got[0].Content != "two" || got[1].Content != "four" {
+			t.Errorf("Conversation(t) = %+v, want two, four", got)
+		}
+
+		// t is folded into u: its names follow it (and g2, now the
+		// oldest of four, is forgotten).
+		eng.Join("t", "u")
+		say("g3", "three")
+		sessions("g1", "u")
+		if got := eng.Conversation("u"); len(got) != 3 || got[2].Content != "three" {
+			t.Errorf("Conversation(u) = %+v, want t's two messages and three", got)
+		}
+		// Joining a name into the session it stands for does nothing.
+		eng.Join("u", "g3")
+		sessions("g1", "u")
+
+		// Dropped with their session: the names are free again.
+		eng.EndSession("u")
+		say("g3", "again")
+		sessions("g1", "g3")
+		if got := eng.Conversation("g3"); len(got) != 1 || got[0].Content != "again" {
+			t.Errorf("Conversation(g3) = %+v, want its own session's", got)
 		}
 	})
 }

@@ -46,7 +46,7 @@ func (e *Engine) resizeLocked(s *session) {
 	if s.gone {
 		return
 	}
-	n := int64(sessionOverhead) + s.msgBytes + int64(len(s.msgs))*eventOverhead + s.servedBytes + s.predBytes
+	n := int64(sessionOverhead) + s.msgBytes + int64(len(s.msgs))*eventOverhead + s.servedBytes + s.predBytes + s.aliasBytes
 	e.sessBytes += n - s.own
 	s.own = n
 }

@@ -46,6 +46,7 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 		e.mu.Unlock()
 		return ErrClosed
 	}
+	sessionID = e.resolveLocked(sessionID) // a name folded away (Join)
 	s := e.sessionLocked(sessionID, now)
 	s, err := e.waitPredictedLocked(ctx, s, maxAfter, now)
 	if err != nil {
@@ -108,6 +109,11 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 		return true
 	}
 	now := time.Now()
+	if id := e.resolveLocked(sessionID); id != sessionID {
+		// A name folded away (Join): its seqs counted another session's
+		// calls, so the offer is for whatever call comes next.
+		sessionID, seq = id, NextCall
+	}
 	s, ok := e.sessions[sessionID]
 	if ok && seq >= 0 && s.seq > seq && s.stepSeq >= seq {
 		e.mu.Unlock()
@@ -150,13 +156,31 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 	return true
 }
 
-// Conversation returns a copy of the session's window of recent messages,
+// NextSeq returns the seq the session's next call will take: the calls it
+// has made so far (0 for a session the engine does not know, or a name
+// folded away, under which Offer takes any seq for the next call). An
+// origin that learns what the agent knows when the agent asks its model
+// (the gateway, as a model request is sent) reads it then and offers what
+// the answer holds for that seq and the ones after, so that an offer that
+// comes after the agent has moved on is refused as late, not speculated
+// for a later step.
+func (e *Engine) NextSeq(sessionID string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.sessions[sessionID]; ok {
+		return s.seq
+	}
+	return 0
+}
+
+// Conversation returns a copy of the session's window of recent messages
+// (of the session a name folded away stands for, see Join),
 // oldest first: the first system prompt, the latest user message, and as
 // much recent text as MaxMessageBytes holds (the middle goes first).
 func (e *Engine) Conversation(sessionID string) []trace.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s, ok := e.sessions[sessionID]
+	s, ok := e.sessions[e.resolveLocked(sessionID)]
 	if !ok {
 		return nil
 	}
@@ -225,7 +249,7 @@ func (e *Engine) ThinkTime(sessionID string, d time.Duration) {
 	if e.closed {
 		return
 	}
-	s := e.sessionLocked(sessionID, time.Now())
+	s := e.sessionLocked(e.resolveLocked(sessionID), time.Now())
 	s.thinkHeard = true
 	e.thinks.observe(d)
 }

@@ -46,14 +46,17 @@ type session struct {
 	servedAt uint64 // Engine.writes when served was last cleared
 	bytes    int64  // its entries' size
 	// own is what the session holds beside its entries, as counted in
-	// Engine.sessBytes: its overhead, msgs, served (servedBytes) and the
-	// predictor's state for it (predBytes, as last measured).
+	// Engine.sessBytes: its overhead, msgs, served (servedBytes), the
+	// names folded into it (aliasBytes) and the predictor's state for it
+	// (predBytes, as last measured).
 	own, servedBytes, predBytes int64
 	idleAt                      int           // position in Engine.idle, -1 if not there
 	msgs                        []trace.Event // the window of recent conversation (Message)
 	msgBytes                    int64         // content bytes in msgs
 	gone                        bool          // dropped; late completions must not re-add state
 	begun                       bool          // Begin was called
+	aliases                     []string      // names folded into this session (Join)
+	aliasBytes                  int64         // their size (aliasSize), part of own
 	// thinkHeard says the model side measured this step's think time
 	// (ThinkTime) since the last result: the step's own result→call
 	// sample is then not counted again in Engine.thinks.
@@ -235,6 +238,7 @@ func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 		e.removeLocked(en, why)
 	}
 	e.busyLocked(s)
+	e.unfoldLocked(s)
 	e.sessBytes -= s.own
 	s.own = 0
 	s.gone = true

@@ -33,6 +33,7 @@ type nopEngine struct{}
 func (nopEngine) Message(context.Context, string, string, string) error { return nil }
 func (nopEngine) Offer(string, int, []predict.Prediction) bool          { return true }
 func (nopEngine) ThinkTime(string, time.Duration)                       {}
+func (nopEngine) NextSeq(string) int                                    { return 0 }
 
 const benchRequest = `{"model":"gpt-test","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Copy a.txt to b.txt."}]}`
 

@@ -20,7 +20,10 @@
 //     events and Anthropic content blocks (streamed or not) offer each tool
 //     call to Engine.Offer with origin "stream" as soon as its arguments are
 //     complete, and report the think time (request sent → first tool call
-//     complete) to Engine.ThinkTime.
+//     complete) to Engine.ThinkTime. Each call is offered for the seq the
+//     agent's call will take (the session's Engine.NextSeq when the request
+//     was heard, plus the call's place in the response), so that a call the
+//     parse hands over after the agent has moved on is refused as late.
 //
 // The invariant: the parse runs beside the copy and can never alter or stall
 // it. The copy loop hands each read to a bounded buffer without waiting; a
@@ -38,7 +41,9 @@
 // canonical arguments) of a call exactly one such session's model emitted,
 // the engine folds that session into the tool side's (engine.Linker,
 // Engine.Join): the work its stream started serves the call, and from then
-// on the gateway hears and offers in the tool side's session. Evidence that
+// on the gateway hears and offers in the tool side's session (what it
+// sends under its own name after the fold reaches the tool side's session
+// too: the engine remembers the fold). Evidence that
 // fits two sessions links neither. Without a Linker, a request without the
 // header is only relayed.
 //

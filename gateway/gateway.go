@@ -38,10 +38,15 @@ type Engine interface {
 	Message(ctx context.Context, session, role, content string) error
 	// Offer hands the engine calls the model has completed in its stream
 	// (P 1, Origin predict.OriginStream); the engine alone decides
-	// whether they run. seq is always nextCall: the stream cannot know
-	// the seq of the agent's call, which follows at once. It reports
-	// whether the offer came in time (engine.Engine.Offer).
+	// whether they run. seq is the seq the agent's call will take if it
+	// makes the response's calls in order: NextSeq as the request was
+	// heard, plus the call's place in the response. It reports whether
+	// the offer came in time (engine.Engine.Offer): one that comes after
+	// the agent has begun a later step is refused.
 	Offer(session string, seq int, preds []predict.Prediction) bool
+	// NextSeq returns the seq the session's next call will take (the
+	// calls it has made so far), read as a model request is heard.
+	NextSeq(session string) int
 	// ThinkTime reports the time from a model request being sent to its
 	// first tool call being complete in the response.
 	ThinkTime(session string, d time.Duration)

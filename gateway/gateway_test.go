@@ -33,6 +33,8 @@ type fakeEngine struct {
 	messages []string // "session role: content"
 	offers   []string // "session tool(args) p origin"
 	thinks   []string // sessions
+	seqs     []int    // the seq of each offer
+	next     map[string]int
 	offered  chan string
 }
 
@@ -46,11 +48,9 @@ func (e *fakeEngine) Message(_ context.Context, session, role, content string) e
 }
 
 func (e *fakeEngine) Offer(session string, seq int, preds []predict.Prediction) bool {
-	if seq != nextCall {
-		panic("a stream offer names a seq") // the stream cannot know it
-	}
 	e.mu.Lock()
 	for _, p := range preds {
+		e.seqs = append(e.seqs, seq)
 		e.offers = append(e.offers, session+" "+p.Tool+string(p.Args)+" "+js(p.P)+" "+string(p.Origin))
 	}
 	e.mu.Unlock()
@@ -66,6 +66,18 @@ func (e *fakeEngine) ThinkTime(session string, d time.Duration) {
 	if d >= 0 {
 		e.thinks = append(e.thinks, session)
 	}
+}
+
+func (e *fakeEngine) NextSeq(session string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.next[session]
+}
+
+func (e *fakeEngine) offerSeqs() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.seqs)
 }
 
 func (e *fakeEngine) heard() []string {
@@ -285,6 +297,7 @@ var wantOffers = []string{
 
 func TestOpenAIChatStreaming(t *testing.T) {
 	e := newEnv(t)
+	e.eng.next = map[string]int{"s1": 7} // the agent has made 7 calls
 	e.openai.handle = e.openai.stream(chatScript())
 	client := e.openaiClient("s1")
 	params := openai.ChatCompletionNewParams{
@@ -313,6 +326,10 @@ func TestOpenAIChatStreaming(t *testing.T) {
 	e.gw.Close()
 	if diff := cmp.Diff(wantOffers, e.eng.offersMade()); diff != "" {
 		t.Errorf("offers (-want +got):\n%s", diff)
+	}
+	// The response's calls are for the agent's next calls, in order.
+	if diff := cmp.Diff([]int{7, 8}, e.eng.offerSeqs()); diff != "" {
+		t.Errorf("offer seqs (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"s1 system: Be brief.", "s1 user: Copy a.txt to b.txt."}, e.eng.heard()); diff != "" {
 		t.Errorf("heard (-want +got):\n%s", diff)

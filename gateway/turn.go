@@ -182,6 +182,16 @@ func (t *turn) run(ctx context.Context, body []byte) {
 		}
 		t.session, t.auto = t.g.conversation(msgs), true
 	}
+	// What the session has done when its agent asks the model: the
+	// response's calls come after it. Read before the response can reach
+	// the agent, unless this goroutine is slower than the upstream's first
+	// call and the agent's own call; then seq is too high, and a late offer
+	// is taken for the next call (as if no seq were known), never refused
+	// wrongly. The name is the one the engine knew then: if it is folded
+	// into the tool side's session later, the engine takes the offers for
+	// the next call of that session (engine.Engine.Join).
+	session := t.g.engineSession(t.session)
+	seq := t.g.opts.Engine.NextSeq(session)
 	if ok {
 		t.g.hear(ctx, t.session, msgs, appendOnly)
 	}
@@ -190,7 +200,7 @@ func (t *turn) run(ctx context.Context, body []byte) {
 		t.tee.quit()
 		return
 	}
-	sink := &offerer{g: t.g, session: t.session, auto: t.auto, sent: res.sent}
+	sink := &offerer{g: t.g, session: t.session, engine: session, seq: seq, auto: t.auto, sent: res.sent}
 	p := t.parser(res, sink.offer)
 	if p == nil {
 		t.tee.quit()
@@ -234,15 +244,13 @@ func (t *turn) parser(res response, emit func(toolCall)) callParser {
 	return nil
 }
 
-// nextCall is engine.NextCall: a stream's call is for whatever call the
-// agent makes next.
-const nextCall = -1
-
 // offerer turns complete tool calls into offers.
 type offerer struct {
 	g       *Gateway
-	session string
-	auto    bool // the gateway named the session: its calls are remembered for linking
+	session string // the gateway's name for the conversation
+	engine  string // the engine's, when the request was heard
+	seq     int    // the engine's NextSeq then
+	auto    bool   // the gateway named the session: its calls are remembered for linking
 	sent    time.Time
 	calls   int
 }
@@ -253,14 +261,18 @@ func (o *offerer) offer(c toolCall) {
 	if l := o.g.opts.Linker; l != nil && o.auto {
 		l.Remember(o.session, c.ID, c.Name, c.Args)
 	}
-	session := o.g.engineSession(o.session)
 	if o.calls == 0 {
-		o.g.opts.Engine.ThinkTime(session, time.Since(o.sent))
+		o.g.opts.Engine.ThinkTime(o.engine, time.Since(o.sent))
 	}
+	// The agent makes a response's calls in order, one seq each (in one
+	// step if it runs them at once, which the engine allows for).
+	seq := o.seq + o.calls
 	o.calls++
-	o.g.opts.Engine.Offer(session, nextCall, []predict.Prediction{{
+	if !o.g.opts.Engine.Offer(o.engine, seq, []predict.Prediction{{
 		Tool: c.Name, Args: c.Args, P: 1, Origin: predict.OriginStream, CallID: c.ID,
-	}})
+	}}) {
+		o.g.log.Debug("gateway: a call complete in the stream came after the agent moved on", "session", o.engine, "tool", c.Name)
+	}
 }
 
 // maxBodyParse bounds a non-streamed response body kept for parsing, and

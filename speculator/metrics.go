@@ -2,6 +2,8 @@ package speculator
 
 import (
 	"errors"
+	"maps"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,13 +37,15 @@ const (
 // plain numbers for Stats. The const label "speculator" says whether they
 // count a model ("model") or the simulation ("simulation").
 type metrics struct {
-	requests, guesses, hits, late, tokens prometheus.Counter
-	failures, skipped                     *prometheus.CounterVec
-	latency                               prometheus.Histogram
+	requests, answers, guesses, hits, late, tokens prometheus.Counter
+	failures, skipped                              *prometheus.CounterVec
+	latency                                        prometheus.Histogram
 
 	n struct {
-		requests, failures, skipped, guesses, hits, late, tokens atomic.Int64
+		requests, answers, failures, skipped, guesses, hits, late, tokens atomic.Int64
 	}
+	mu                  sync.Mutex // protects the counts by reason
+	failedBy, skippedBy map[string]int64
 }
 
 func newMetrics(reg prometheus.Registerer, kind string) (*metrics, error) {
@@ -51,6 +55,7 @@ func newMetrics(reg prometheus.Registerer, kind string) (*metrics, error) {
 	}
 	m := &metrics{
 		requests: counter("ahead_speculator_requests_total", "Requests made to the speculator (one per admitted think window)."),
+		answers:  counter("ahead_speculator_answers_total", "Requests answered with a completion (in time or late; guesses valid or not)."),
 		guesses:  counter("ahead_speculator_guesses_total", "Valid guesses offered to the engine."),
 		hits:     counter("ahead_speculator_hits_total", "Guesses that matched one of the session's next calls."),
 		late:     counter("ahead_speculator_late_total", "Answers dropped because the session's next call came first."),
@@ -68,9 +73,10 @@ func newMetrics(reg prometheus.Registerer, kind string) (*metrics, error) {
 			Help:    "Time from a request to its answer.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}),
+		failedBy: map[string]int64{}, skippedBy: map[string]int64{},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.guesses, m.hits, m.late, m.tokens, m.failures, m.skipped, m.latency} {
+		for _, c := range []prometheus.Collector{m.requests, m.answers, m.guesses, m.hits, m.late, m.tokens, m.failures, m.skipped, m.latency} {
 			if err := reg.Register(c); err != nil {
 				return nil, errors.Join(errors.New("speculator: registering metrics"), err)
 			}
@@ -84,26 +90,58 @@ func (m *metrics) guessed(n int)   { m.guesses.Add(float64(n)); m.n.guesses.Add(
 func (m *metrics) hit()            { m.hits.Inc(); m.n.hits.Add(1) }
 func (m *metrics) lateAnswer()     { m.late.Inc(); m.n.late.Add(1) }
 func (m *metrics) used(tokens int) { m.tokens.Add(float64(tokens)); m.n.tokens.Add(int64(tokens)) }
+func (m *metrics) answered()       { m.answers.Inc(); m.n.answers.Add(1) }
 func (m *metrics) failed(reason string) {
 	m.failures.WithLabelValues(reason).Inc()
 	m.n.failures.Add(1)
+	m.mu.Lock()
+	m.failedBy[reason]++
+	m.mu.Unlock()
 }
-func (m *metrics) skip(reason string) { m.skipped.WithLabelValues(reason).Inc(); m.n.skipped.Add(1) }
+func (m *metrics) skip(reason string) {
+	m.skipped.WithLabelValues(reason).Inc()
+	m.n.skipped.Add(1)
+	m.mu.Lock()
+	m.skippedBy[reason]++
+	m.mu.Unlock()
+}
 
-// Stats counts what a speculator (or the simulation) did.
+// Stats counts what a speculator (or the simulation) did, as its metrics
+// do.
 type Stats struct {
+	// Requests made; Answers, those answered with a completion (in time
+	// or late, its guesses valid or not).
 	Requests int64 `json:"requests"`
-	Failures int64 `json:"failures"`
-	Skipped  int64 `json:"skipped"`
-	Guesses  int64 `json:"guesses"`
-	Hits     int64 `json:"hits"`
-	Late     int64 `json:"late"`
-	Tokens   int64 `json:"tokens"`
+	Answers  int64 `json:"answers"`
+	// Failures are requests or guesses that yielded nothing (FailedBy
+	// splits them by reason: ReasonDown, ReasonTimeout, ...); Skipped,
+	// think windows admission did not ask about (SkippedBy: ReasonSlow,
+	// ReasonBudget, ...).
+	Failures  int64            `json:"failures"`
+	FailedBy  map[string]int64 `json:"failures_by_reason,omitempty"`
+	Skipped   int64            `json:"skipped"`
+	SkippedBy map[string]int64 `json:"skipped_by_reason,omitempty"`
+	// Guesses offered to the engine in time, Hits among them that matched
+	// a next call, Late answers the session's call came before.
+	Guesses int64 `json:"guesses"`
+	Hits    int64 `json:"hits"`
+	Late    int64 `json:"late"`
+	// Tokens the requests used (as reported, else estimated).
+	Tokens int64 `json:"tokens"`
 }
 
 func (m *metrics) stats() Stats {
-	return Stats{
-		Requests: m.n.requests.Load(), Failures: m.n.failures.Load(), Skipped: m.n.skipped.Load(),
+	st := Stats{
+		Requests: m.n.requests.Load(), Answers: m.n.answers.Load(), Failures: m.n.failures.Load(), Skipped: m.n.skipped.Load(),
 		Guesses: m.n.guesses.Load(), Hits: m.n.hits.Load(), Late: m.n.late.Load(), Tokens: m.n.tokens.Load(),
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.failedBy) > 0 {
+		st.FailedBy = maps.Clone(m.failedBy)
+	}
+	if len(m.skippedBy) > 0 {
+		st.SkippedBy = maps.Clone(m.skippedBy)
+	}
+	return st
 }

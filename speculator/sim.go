@@ -174,6 +174,7 @@ func (s *Sim) step(session string, apply func(time.Time)) {
 		case <-s.ctx.Done():
 			return
 		}
+		s.m.answered()
 		s.mu.Lock()
 		preds, ok := s.led.answer(w, gs)
 		seq := w.seq

@@ -200,8 +200,8 @@ func TestSimLateOnceCallBegun(t *testing.T) {
 		if got := o.all(); len(got) != 0 {
 			t.Errorf("late guesses offered: %+v", got)
 		}
-		if st := s.Stats(); st.Late != 1 || st.Guesses != 0 {
-			t.Errorf("late %d, guesses %d; want 1, 0", st.Late, st.Guesses)
+		if st := s.Stats(); st.Late != 1 || st.Guesses != 0 || st.Requests != 1 || st.Answers != 1 {
+			t.Errorf("late %d, guesses %d, requests %d, answers %d; want 1, 0, 1, 1", st.Late, st.Guesses, st.Requests, st.Answers)
 		}
 	})
 }

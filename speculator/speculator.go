@@ -459,6 +459,7 @@ func (s *Speculator) ask(w *window, r request) {
 			s.m.failed(b)
 		}
 		if comp != nil {
+			s.m.answered()
 			if t := comp.Usage.TotalTokens; t > 0 {
 				s.m.used(int(t))
 				if s.limiter != nil && int(t) > w.tokens {

@@ -2,6 +2,7 @@ package speculator
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -165,6 +166,17 @@ func TestFailuresNeverReachAgent(t *testing.T) {
 				if got := testutil.ToFloat64(s.m.failures.WithLabelValues(tt.reason)); got != 1 {
 					t.Errorf("failures{reason=%s} = %v, want 1", tt.reason, got)
 				}
+				// Stats counts as the metrics do: a completion came back
+				// unless the server failed, timed out or sent no JSON.
+				want := Stats{Requests: 1, Failures: 1, FailedBy: map[string]int64{tt.reason: 1}, Guesses: int64(tt.offers), Tokens: 0}
+				if tt.status == 200 && tt.reason != ReasonTimeout && tt.reason != ReasonBadJSON {
+					want.Answers = 1
+				}
+				got := s.Stats()
+				got.Tokens = 0 // estimated or reported: not what this test is about
+				if d := cmp.Diff(want, got); d != "" {
+					t.Errorf("Stats (-want +got):\n%s", d)
+				}
 			})
 		})
 	}
@@ -317,6 +329,9 @@ func TestAdmissionStopsWhenSlow(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(s.m.skipped.WithLabelValues(ReasonSlow)); got != 4 {
 			t.Errorf("skipped{slow} = %v, want 4", got)
+		}
+		if st := s.Stats(); st.Skipped != 4 || !maps.Equal(st.SkippedBy, map[string]int64{ReasonSlow: 4}) {
+			t.Errorf("Stats skipped %d by %v, want 4 slow", st.Skipped, st.SkippedBy)
 		}
 		time.Sleep(probeInterval)
 		s.Observe(result("s", 6, 7, "read_item", `{"name":"a"}`, "a", 500))
