@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -234,5 +235,46 @@ func TestPoolRoundTrip(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
 		t.Errorf("Save left %d files behind, want only the pool", len(entries))
+	}
+}
+
+// TestMineConstantNeedsSessions checks that a value only one session used,
+// however often, does not become a constant of the tool: it would take a
+// place among the guesses of every other session. A value two sessions
+// used does.
+func TestMineConstantNeedsSessions(t *testing.T) {
+	call := func(s string, seq int, tool, args string) trace.Event {
+		return trace.Event{Session: s, Seq: seq, Step: seq + 1, Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK, Output: "ok"}
+	}
+	mineConst := func(t *testing.T, values ...string) []string {
+		var ss []trace.Session
+		for i, v := range values {
+			id := "s" + string(rune('a'+i))
+			ss = append(ss, trace.Session{ID: id, Events: []trace.Event{
+				call(id, 0, "open", `{}`),
+				call(id, 1, "run", `{"cmd":"`+v+`"}`),
+				call(id, 2, "open", `{}`),
+				call(id, 3, "run", `{"cmd":"`+v+`"}`),
+			}})
+		}
+		pool, err := Mine(ss, &Options{MinSupport: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var consts []string
+		for _, pt := range pool.Patterns {
+			for _, m := range pt.Args {
+				if pt.Tool == "run" && m.Const != nil {
+					consts = append(consts, string(m.Const))
+				}
+			}
+		}
+		return consts
+	}
+	if got := mineConst(t, "only-mine", "b", "c", "d"); len(got) != 0 {
+		t.Errorf("a value of one session became a constant: %v", got)
+	}
+	if got := mineConst(t, "shared", "shared", "c", "d"); !slices.Contains(got, `"shared"`) {
+		t.Errorf("constants = %v, want \"shared\" (two sessions used it)", got)
 	}
 }

@@ -275,14 +275,28 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 	}
 	found := make(map[string]*counted)
 	var order []string
-	consts := make(map[string]int)
+	// Per value: the calls that had it, and the sessions they were in.
+	type constCount struct {
+		calls, sessions int
+		last            int32 // the last session counted
+	}
+	consts := make(map[string]*constCount)
 	for _, i := range hit {
 		oc := c.occs[i]
 		w := &m.wins[oc.win]
 		t := int(w.target)
 		for _, a := range m.events[t].args {
 			if a.name == arg {
-				consts[string(a.value)]++
+				cc := consts[string(a.value)]
+				if cc == nil {
+					cc = &constCount{last: -1}
+					consts[string(a.value)] = cc
+				}
+				cc.calls++
+				if se := m.events[t].sess; se != cc.last {
+					cc.last = se
+					cc.sessions++
+				}
 			}
 		}
 		// Which context element, if any, is each back offset.
@@ -342,10 +356,16 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 	if len(out) > maxArgCands {
 		out = out[:maxArgCands]
 	}
-	// The most frequent value, as a constant.
+	// The most frequent value, as a constant, if more than one session
+	// made it: a value that only one session ever used (a file it named,
+	// a query it repeated) is that session's, not the tool's, and would
+	// take a place among the guesses of every later session.
 	best, bestN := "", 0
-	for v, n := range consts {
-		if n > bestN || (n == bestN && v < best) {
+	for v, cc := range consts {
+		if cc.sessions < minConstSessions {
+			continue
+		}
+		if n := cc.calls; n > bestN || (n == bestN && v < best) {
 			best, bestN = v, n
 		}
 	}
@@ -357,6 +377,10 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 	}
 	return out
 }
+
+// minConstSessions is the least number of sessions a constant must have
+// been seen in.
+const minConstSessions = 2
 
 // complexity orders equally good mappings: plain reads before lists,
 // before text selections and templates.
