@@ -14,8 +14,8 @@ import (
 // Options tune mining. The zero value of each field means its default.
 type Options struct {
 	// MaxContext is k, the number of calls before a prediction its context
-	// may reach back (the session start comes on top); 0 means 3, at most
-	// pattern.MaxContextLimit.
+	// may reach back (the session start comes on top); 0 means
+	// DefaultMaxContext, at most pattern.MaxContextLimit.
 	MaxContext int
 	// MinSupport is σ, the least number of occurrences of a context, of a
 	// (context, tool) pair, and of the evaluations of a mapping; 0 means 3.
@@ -42,9 +42,22 @@ type Options struct {
 	Discriminators []pattern.Discriminator
 }
 
+// DefaultMaxContext is the k of Options.MaxContext when none is given.
+//
+// Why 5 and not less: an agent with one general tool (a shell) makes
+// the same few kinds of call throughout, so the kind of the last call or
+// two says little; what says which earlier call comes back (the test run
+// again after an edit, the script run after it was written) is the
+// rhythm of the last several. Measured on held-out repositories of the
+// shared coding traces, exact_at_3 rises from 0.159 at k=3 (0.165 at 4)
+// to 0.180 at 5, and falls again at 6 (0.179); on held-out tasks of the
+// shared customer-service traces k=5 is no worse (0.563 against 0.556).
+// The price is mining time and pool size, both well within bounds.
+const DefaultMaxContext = 5
+
 func (o Options) withDefaults() (Options, error) {
 	if o.MaxContext == 0 {
-		o.MaxContext = 3
+		o.MaxContext = DefaultMaxContext
 	}
 	if o.MaxContext < 1 || o.MaxContext > pattern.MaxContextLimit {
 		return o, fmt.Errorf("mine: max context %d out of range 1..%d", o.MaxContext, pattern.MaxContextLimit)

@@ -130,7 +130,7 @@ func TestMineOptions(t *testing.T) {
 		}
 	}
 	pool, err := Mine(nil, nil)
-	if err != nil || len(pool.Patterns) != 0 || pool.Mined.MaxContext != 3 {
+	if err != nil || len(pool.Patterns) != 0 || pool.Mined.MaxContext != DefaultMaxContext {
 		t.Errorf("Mine(nil) = %+v, %v", pool, err)
 	}
 }
