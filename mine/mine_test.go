@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -276,5 +278,48 @@ func TestMineConstantNeedsSessions(t *testing.T) {
 	}
 	if got := mineConst(t, "shared", "shared", "c", "d"); !slices.Contains(got, `"shared"`) {
 		t.Errorf("constants = %v, want \"shared\" (two sessions used it)", got)
+	}
+}
+
+// TestMineKinds checks that each kind of call to a discriminated tool (a
+// shell's program) after one context gets its own exact pattern: mined
+// over all the tool's calls together, the two most frequent kinds would
+// take the context's places and the third would never be predicted.
+func TestMineKinds(t *testing.T) {
+	var ss []trace.Session
+	kinds := []struct{ prefix, arg string }{{"cat ", "file"}, {"rm ", "dir"}, {"ls ", "id"}}
+	for i := range 12 {
+		k := kinds[0]
+		switch {
+		case i >= 9:
+			k = kinds[2]
+		case i >= 5:
+			k = kinds[1]
+		}
+		id := "s" + strconv.Itoa(i)
+		args := map[string]string{"file": "f" + strconv.Itoa(i) + ".txt", "dir": "d" + strconv.Itoa(i), "id": "x" + strconv.Itoa(i)}
+		open, _ := json.Marshal(args)
+		cmd, _ := json.Marshal(map[string]string{"command": k.prefix + args[k.arg]})
+		ss = append(ss, trace.Session{ID: id, Events: []trace.Event{
+			{Session: id, Seq: 0, Step: 1, Tool: "open", Args: open, Status: trace.StatusOK, Output: "ok"},
+			{Session: id, Seq: 1, Step: 2, Tool: "sh", Args: cmd, Status: trace.StatusOK, Output: "ok"},
+		}})
+	}
+	disc := []pattern.Discriminator{{Tool: "sh", Arg: "command", Kind: pattern.KindWord, Values: []string{"cat", "ls", "rm"}}}
+	pool, err := Mine(ss, &Options{MinSupport: 2, Discriminators: disc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds {
+		want := pattern.Mapping{Arg: "command", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/" + k.arg, Prefix: k.prefix}
+		if !slices.ContainsFunc(pool.Patterns, func(pt pattern.Pattern) bool {
+			return pt.Tool == "sh" && len(pt.Context) == 1 && !pt.Context[0].Start && len(pt.Args) == 1 && cmp.Equal(pt.Args[0], want)
+		}) {
+			var got []string
+			for _, pt := range pool.Patterns {
+				got = append(got, pt.Describe())
+			}
+			t.Errorf("no pattern open → sh(command = %q + /%s); mined:\n%s", k.prefix, k.arg, strings.Join(got, "\n"))
+		}
 	}
 }

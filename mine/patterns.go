@@ -38,7 +38,9 @@ func (m *miner) patterns(c minedContext) []pattern.Pattern {
 		hit := byTool[tool]
 		// Exact patterns carry the tool's odds too, split by whether their
 		// mappings evaluate; the tool-only pattern is for the rest.
-		if exact := m.exactPatterns(c, ctx, tool, hit); len(exact) > 0 {
+		exact := m.exactPatterns(c, ctx, tool, hit)
+		exact = append(exact, m.kindPatterns(c, ctx, tool, hit, exact)...)
+		if len(exact) > 0 {
 			out = append(out, exact...)
 			continue
 		}
@@ -46,6 +48,48 @@ func (m *miner) patterns(c minedContext) []pattern.Pattern {
 			Context: ctx, Tool: tool, Support: len(c.occs), Hits: []int{len(hit)},
 			ToolHits: len(hit), P: ratio(len(hit), len(c.occs)),
 		})
+	}
+	return out
+}
+
+// kindPatterns finds exact patterns for each kind of call to tool after
+// the context, where a discriminator tells kinds apart (a shell's
+// program): mappings found among all the tool's calls explain the most
+// frequent kind, and an agent with one general tool makes calls of
+// several kinds after the same context, each from its own sources (the
+// test run again, the file written removed). Patterns already in have
+// are left out.
+func (m *miner) kindPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int, have []pattern.Pattern) []pattern.Pattern {
+	// A kind is the discriminator's value (whether the call failed is
+	// not known before it is made, so it does not make a kind).
+	byKind := make(map[string][]int)
+	var kinds []string
+	for _, i := range hit {
+		kind := m.c.Signature(m.target(c.occs[i]).sig).Value
+		if _, ok := byKind[kind]; !ok {
+			kinds = append(kinds, kind)
+		}
+		byKind[kind] = append(byKind[kind], i)
+	}
+	if len(kinds) < 2 {
+		return nil
+	}
+	seen := make(map[string]bool, len(have))
+	for i := range have {
+		seen[have[i].MappingKey()] = true
+	}
+	slices.Sort(kinds)
+	var out []pattern.Pattern
+	for _, k := range kinds {
+		if len(byKind[k]) < m.o.MinSupport {
+			continue
+		}
+		for _, pt := range m.exactPatterns(c, ctx, tool, byKind[k]) {
+			if key := pt.MappingKey(); !seen[key] {
+				seen[key] = true
+				out = append(out, pt)
+			}
+		}
 	}
 	return out
 }
