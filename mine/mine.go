@@ -101,6 +101,7 @@ type miner struct {
 	sess   []int32 // per session: index of its first event in events
 	wins   []window
 	cands  [][]rawCand          // per target event
+	bodies map[string]int32     // bodyKey → rawCand.body
 	bySig  []map[int32][]int32  // per session: signature → its events, ascending
 	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
 }
@@ -247,6 +248,20 @@ const maxLookback = 512
 // maxCandsPerArg bounds the raw candidates kept per argument of a call.
 const maxCandsPerArg = 96
 
+// body numbers a raw candidate's bodyKey.
+func (m *miner) body(rc *rawCand) int32 {
+	k := bodyKey(rc)
+	id, ok := m.bodies[k]
+	if !ok {
+		if m.bodies == nil {
+			m.bodies = make(map[string]int32)
+		}
+		id = int32(len(m.bodies))
+		m.bodies[k] = id
+	}
+	return id
+}
+
 // discover finds the raw candidates of every target call.
 func (m *miner) discover() {
 	m.cands = make([][]rawCand, len(m.events))
@@ -310,6 +325,9 @@ func (m *miner) discover() {
 						break
 					}
 				}
+			}
+			for i := range out {
+				out[i].body = m.body(&out[i])
 			}
 			m.cands[t] = out
 		}

@@ -317,8 +317,8 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 		ac   *argCand
 		last int // the last call counted, to count each call once
 	}
-	found := make(map[string]*counted)
-	var order []string
+	found := make(map[rawKey]*counted)
+	var order []rawKey
 	// Per value: the calls that had it, and the sessions they were in.
 	type constCount struct {
 		calls, sessions int
@@ -356,27 +356,39 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 			if rc.arg != arg {
 				continue
 			}
-			var refs []pattern.Ref
+			// The events the mapping may name this one by. A list read
+			// from the most recent event of a signature and from every
+			// recent one share a key: the first found stands for both.
+			var keys [3]rawKey
+			n := 0
 			if j, ok := ctxOf[rc.back]; ok {
-				refs = append(refs, pattern.Ref{Ctx: j})
+				keys[n] = rawKey{sig: -1, ctx: j, body: rc.body}
+				n++
 			}
+			src := m.events[t-int(rc.back)].sig
 			if rc.recent {
-				s := m.c.Signature(m.events[t-int(rc.back)].sig)
-				refs = append(refs, pattern.Ref{Sig: &s})
+				keys[n] = rawKey{sig: src, body: rc.body}
+				n++
 			}
 			if rc.list != "" {
-				// The list in every recent event of the signature: the
-				// same mapping whichever of them held the value.
-				s := m.c.Signature(m.events[t-int(rc.back)].sig)
-				refs = append(refs, pattern.Ref{Sig: &s, Ctx: everyRef})
+				keys[n] = rawKey{sig: src, ctx: everyRef, body: rc.body}
+				n++
 			}
-			for _, r := range refs {
-				key := rawKey(rc, r)
-				f, ok := found[key]
+			for _, key := range keys[:n] {
+				id := key
+				if key.sig >= 0 {
+					id.ctx = 0
+				}
+				f, ok := found[id]
 				if !ok {
+					r := pattern.Ref{Ctx: key.ctx}
+					if key.sig >= 0 {
+						sg := m.c.Signature(key.sig)
+						r.Sig = &sg
+					}
 					f = &counted{ac: candFromRaw(rc, r), last: -1}
-					found[key] = f
-					order = append(order, key)
+					found[id] = f
+					order = append(order, id)
 				}
 				if f.last != i {
 					f.last = i
@@ -451,20 +463,28 @@ func complexity(ac *argCand) int {
 	return n
 }
 
-// rawKey identifies the mapping a raw candidate gives with event r.
-func rawKey(rc *rawCand, r pattern.Ref) string {
+// rawKey identifies the mapping a raw candidate gives with an event: the
+// event as the mapping names it (a context element, or the most recent
+// event of a signature, or a list in every recent event of one) and the
+// candidate's place in it (rawCand.body). It is built for every raw
+// candidate of every call at every context the call follows, so it holds
+// numbers, not strings.
+type rawKey struct {
+	sig  int32 // the signature named, or -1 for a context element
+	ctx  int   // the context element (everyRef for a list in every recent event)
+	body int32
+}
+
+// bodyKey is the part of a raw candidate's identity that does not depend
+// on the context: where in its event the value was found and how it was
+// shaped.
+func bodyKey(rc *rawCand) string {
 	var b strings.Builder
-	if r.Sig != nil {
-		b.WriteString(r.Sig.String())
-	} else {
-		b.WriteString(strconv.Itoa(r.Ctx))
-	}
 	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix} {
-		b.WriteByte(0)
 		b.WriteString(f)
+		b.WriteByte(0)
 	}
 	if rc.sel != nil {
-		b.WriteByte(0)
 		b.WriteString(strconv.Itoa(rc.sel.Line))
 		if rc.sel.Token != nil {
 			b.WriteByte(':')
