@@ -313,9 +313,13 @@ func (m *miner) target(oc occurrence) *mevent {
 // (indices into c.occs), naming their events relative to the context, and
 // the most frequent constant.
 func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand {
+	// counted is a mapping being counted; its argCand is built only if it
+	// explains at least two calls (most explain one).
 	type counted struct {
-		ac   *argCand
-		last int // the last call counted, to count each call once
+		rc    *rawCand // the first raw candidate found with this key
+		key   rawKey
+		count int
+		last  int // the last call counted, to count each call once
 	}
 	found := make(map[rawKey]*counted)
 	var order []rawKey
@@ -381,26 +385,28 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 				}
 				f, ok := found[id]
 				if !ok {
-					r := pattern.Ref{Ctx: key.ctx}
-					if key.sig >= 0 {
-						sg := m.c.Signature(key.sig)
-						r.Sig = &sg
-					}
-					f = &counted{ac: candFromRaw(rc, r), last: -1}
+					f = &counted{rc: rc, key: key, last: -1}
 					found[id] = f
 					order = append(order, id)
 				}
 				if f.last != i {
 					f.last = i
-					f.ac.count++
+					f.count++
 				}
 			}
 		}
 	}
 	var out []*argCand
 	for _, key := range order {
-		if f := found[key]; f.ac.count >= 2 {
-			out = append(out, f.ac)
+		if f := found[key]; f.count >= 2 {
+			r := pattern.Ref{Ctx: f.key.ctx}
+			if f.key.sig >= 0 {
+				sg := m.c.Signature(f.key.sig)
+				r.Sig = &sg
+			}
+			ac := candFromRaw(f.rc, r)
+			ac.count = f.count
+			out = append(out, ac)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *argCand) int {
