@@ -6,6 +6,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -129,7 +132,7 @@ func TestMineOptions(t *testing.T) {
 		}
 	}
 	pool, err := Mine(nil, nil)
-	if err != nil || len(pool.Patterns) != 0 || pool.Mined.MaxContext != 3 {
+	if err != nil || len(pool.Patterns) != 0 || pool.Mined.MaxContext != DefaultMaxContext {
 		t.Errorf("Mine(nil) = %+v, %v", pool, err)
 	}
 }
@@ -234,5 +237,89 @@ func TestPoolRoundTrip(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
 		t.Errorf("Save left %d files behind, want only the pool", len(entries))
+	}
+}
+
+// TestMineConstantNeedsSessions checks that a value only one session used,
+// however often, does not become a constant of the tool: it would take a
+// place among the guesses of every other session. A value two sessions
+// used does.
+func TestMineConstantNeedsSessions(t *testing.T) {
+	call := func(s string, seq int, tool, args string) trace.Event {
+		return trace.Event{Session: s, Seq: seq, Step: seq + 1, Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK, Output: "ok"}
+	}
+	mineConst := func(t *testing.T, values ...string) []string {
+		var ss []trace.Session
+		for i, v := range values {
+			id := "s" + string(rune('a'+i))
+			ss = append(ss, trace.Session{ID: id, Events: []trace.Event{
+				call(id, 0, "open", `{}`),
+				call(id, 1, "run", `{"cmd":"`+v+`"}`),
+				call(id, 2, "open", `{}`),
+				call(id, 3, "run", `{"cmd":"`+v+`"}`),
+			}})
+		}
+		pool, err := Mine(ss, &Options{MinSupport: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var consts []string
+		for _, pt := range pool.Patterns {
+			for _, m := range pt.Args {
+				if pt.Tool == "run" && m.Const != nil {
+					consts = append(consts, string(m.Const))
+				}
+			}
+		}
+		return consts
+	}
+	if got := mineConst(t, "only-mine", "b", "c", "d"); len(got) != 0 {
+		t.Errorf("a value of one session became a constant: %v", got)
+	}
+	if got := mineConst(t, "shared", "shared", "c", "d"); !slices.Contains(got, `"shared"`) {
+		t.Errorf("constants = %v, want \"shared\" (two sessions used it)", got)
+	}
+}
+
+// TestMineKinds checks that each kind of call to a discriminated tool (a
+// shell's program) after one context gets its own exact pattern: mined
+// over all the tool's calls together, the two most frequent kinds would
+// take the context's places and the third would never be predicted.
+func TestMineKinds(t *testing.T) {
+	var ss []trace.Session
+	kinds := []struct{ prefix, arg string }{{"cat ", "file"}, {"rm ", "dir"}, {"ls ", "id"}}
+	for i := range 12 {
+		k := kinds[0]
+		switch {
+		case i >= 9:
+			k = kinds[2]
+		case i >= 5:
+			k = kinds[1]
+		}
+		id := "s" + strconv.Itoa(i)
+		args := map[string]string{"file": "f" + strconv.Itoa(i) + ".txt", "dir": "d" + strconv.Itoa(i), "id": "x" + strconv.Itoa(i)}
+		open, _ := json.Marshal(args)
+		cmd, _ := json.Marshal(map[string]string{"command": k.prefix + args[k.arg]})
+		ss = append(ss, trace.Session{ID: id, Events: []trace.Event{
+			{Session: id, Seq: 0, Step: 1, Tool: "open", Args: open, Status: trace.StatusOK, Output: "ok"},
+			{Session: id, Seq: 1, Step: 2, Tool: "sh", Args: cmd, Status: trace.StatusOK, Output: "ok"},
+		}})
+	}
+	disc := []pattern.Discriminator{{Tool: "sh", Arg: "command", Kind: pattern.KindWord, Values: []string{"cat", "ls", "rm"}}}
+	pool, err := Mine(ss, &Options{MinSupport: 2, Discriminators: disc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds {
+		want := pattern.Mapping{Arg: "command", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/" + k.arg, Prefix: k.prefix}
+		if !slices.ContainsFunc(pool.Patterns, func(pt pattern.Pattern) bool {
+			return pt.Tool == "sh" && len(pt.Context) == 1 && !pt.Context[0].Start && len(pt.Args) == 1 && cmp.Equal(pt.Args[0], want)
+		}) {
+			var got []string
+			for _, pt := range pool.Patterns {
+				got = append(got, pt.Describe())
+			}
+			t.Errorf("no pattern open → sh(command = %q + /%s); mined:\n%s", k.prefix, k.arg, strings.Join(got, "\n"))
+		}
 	}
 }

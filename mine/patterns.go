@@ -38,7 +38,9 @@ func (m *miner) patterns(c minedContext) []pattern.Pattern {
 		hit := byTool[tool]
 		// Exact patterns carry the tool's odds too, split by whether their
 		// mappings evaluate; the tool-only pattern is for the rest.
-		if exact := m.exactPatterns(c, ctx, tool, hit); len(exact) > 0 {
+		exact := m.exactPatterns(c, ctx, tool, hit)
+		exact = append(exact, m.kindPatterns(c, ctx, tool, hit, exact)...)
+		if len(exact) > 0 {
 			out = append(out, exact...)
 			continue
 		}
@@ -46,6 +48,48 @@ func (m *miner) patterns(c minedContext) []pattern.Pattern {
 			Context: ctx, Tool: tool, Support: len(c.occs), Hits: []int{len(hit)},
 			ToolHits: len(hit), P: ratio(len(hit), len(c.occs)),
 		})
+	}
+	return out
+}
+
+// kindPatterns finds exact patterns for each kind of call to tool after
+// the context, where a discriminator tells kinds apart (a shell's
+// program): mappings found among all the tool's calls explain the most
+// frequent kind, and an agent with one general tool makes calls of
+// several kinds after the same context, each from its own sources (the
+// test run again, the file written removed). Patterns already in have
+// are left out.
+func (m *miner) kindPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int, have []pattern.Pattern) []pattern.Pattern {
+	// A kind is the discriminator's value (whether the call failed is
+	// not known before it is made, so it does not make a kind).
+	byKind := make(map[string][]int)
+	var kinds []string
+	for _, i := range hit {
+		kind := m.c.Signature(m.target(c.occs[i]).sig).Value
+		if _, ok := byKind[kind]; !ok {
+			kinds = append(kinds, kind)
+		}
+		byKind[kind] = append(byKind[kind], i)
+	}
+	if len(kinds) < 2 {
+		return nil
+	}
+	seen := make(map[string]bool, len(have))
+	for i := range have {
+		seen[have[i].MappingKey()] = true
+	}
+	slices.Sort(kinds)
+	var out []pattern.Pattern
+	for _, k := range kinds {
+		if len(byKind[k]) < m.o.MinSupport {
+			continue
+		}
+		for _, pt := range m.exactPatterns(c, ctx, tool, byKind[k]) {
+			if key := pt.MappingKey(); !seen[key] {
+				seen[key] = true
+				out = append(out, pt)
+			}
+		}
 	}
 	return out
 }
@@ -269,20 +313,38 @@ func (m *miner) target(oc occurrence) *mevent {
 // (indices into c.occs), naming their events relative to the context, and
 // the most frequent constant.
 func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand {
+	// counted is a mapping being counted; its argCand is built only if it
+	// explains at least two calls (most explain one).
 	type counted struct {
-		ac   *argCand
-		last int // the last call counted, to count each call once
+		rc    *rawCand // the first raw candidate found with this key
+		key   rawKey
+		count int
+		last  int // the last call counted, to count each call once
 	}
-	found := make(map[string]*counted)
-	var order []string
-	consts := make(map[string]int)
+	found := make(map[rawKey]*counted)
+	var order []rawKey
+	// Per value: the calls that had it, and the sessions they were in.
+	type constCount struct {
+		calls, sessions int
+		last            int32 // the last session counted
+	}
+	consts := make(map[string]*constCount)
 	for _, i := range hit {
 		oc := c.occs[i]
 		w := &m.wins[oc.win]
 		t := int(w.target)
 		for _, a := range m.events[t].args {
 			if a.name == arg {
-				consts[string(a.value)]++
+				cc := consts[string(a.value)]
+				if cc == nil {
+					cc = &constCount{last: -1}
+					consts[string(a.value)] = cc
+				}
+				cc.calls++
+				if se := m.events[t].sess; se != cc.last {
+					cc.last = se
+					cc.sessions++
+				}
 			}
 		}
 		// Which context element, if any, is each back offset.
@@ -298,39 +360,53 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 			if rc.arg != arg {
 				continue
 			}
-			var refs []pattern.Ref
+			// The events the mapping may name this one by. A list read
+			// from the most recent event of a signature and from every
+			// recent one share a key: the first found stands for both.
+			var keys [3]rawKey
+			n := 0
 			if j, ok := ctxOf[rc.back]; ok {
-				refs = append(refs, pattern.Ref{Ctx: j})
+				keys[n] = rawKey{sig: -1, ctx: j, body: rc.body}
+				n++
 			}
+			src := m.events[t-int(rc.back)].sig
 			if rc.recent {
-				s := m.c.Signature(m.events[t-int(rc.back)].sig)
-				refs = append(refs, pattern.Ref{Sig: &s})
+				keys[n] = rawKey{sig: src, body: rc.body}
+				n++
 			}
 			if rc.list != "" {
-				// The list in every recent event of the signature: the
-				// same mapping whichever of them held the value.
-				s := m.c.Signature(m.events[t-int(rc.back)].sig)
-				refs = append(refs, pattern.Ref{Sig: &s, Ctx: everyRef})
+				keys[n] = rawKey{sig: src, ctx: everyRef, body: rc.body}
+				n++
 			}
-			for _, r := range refs {
-				key := rawKey(rc, r)
-				f, ok := found[key]
+			for _, key := range keys[:n] {
+				id := key
+				if key.sig >= 0 {
+					id.ctx = 0
+				}
+				f, ok := found[id]
 				if !ok {
-					f = &counted{ac: candFromRaw(rc, r), last: -1}
-					found[key] = f
-					order = append(order, key)
+					f = &counted{rc: rc, key: key, last: -1}
+					found[id] = f
+					order = append(order, id)
 				}
 				if f.last != i {
 					f.last = i
-					f.ac.count++
+					f.count++
 				}
 			}
 		}
 	}
 	var out []*argCand
 	for _, key := range order {
-		if f := found[key]; f.ac.count >= 2 {
-			out = append(out, f.ac)
+		if f := found[key]; f.count >= 2 {
+			r := pattern.Ref{Ctx: f.key.ctx}
+			if f.key.sig >= 0 {
+				sg := m.c.Signature(f.key.sig)
+				r.Sig = &sg
+			}
+			ac := candFromRaw(f.rc, r)
+			ac.count = f.count
+			out = append(out, ac)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *argCand) int {
@@ -342,10 +418,16 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 	if len(out) > maxArgCands {
 		out = out[:maxArgCands]
 	}
-	// The most frequent value, as a constant.
+	// The most frequent value, as a constant, if more than one session
+	// made it: a value that only one session ever used (a file it named,
+	// a query it repeated) is that session's, not the tool's, and would
+	// take a place among the guesses of every later session.
 	best, bestN := "", 0
-	for v, n := range consts {
-		if n > bestN || (n == bestN && v < best) {
+	for v, cc := range consts {
+		if cc.sessions < minConstSessions {
+			continue
+		}
+		if n := cc.calls; n > bestN || (n == bestN && v < best) {
 			best, bestN = v, n
 		}
 	}
@@ -357,6 +439,10 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 	}
 	return out
 }
+
+// minConstSessions is the least number of sessions a constant must have
+// been seen in.
+const minConstSessions = 2
 
 // complexity orders equally good mappings: plain reads before lists,
 // before text selections and templates.
@@ -383,20 +469,28 @@ func complexity(ac *argCand) int {
 	return n
 }
 
-// rawKey identifies the mapping a raw candidate gives with event r.
-func rawKey(rc *rawCand, r pattern.Ref) string {
+// rawKey identifies the mapping a raw candidate gives with an event: the
+// event as the mapping names it (a context element, or the most recent
+// event of a signature, or a list in every recent event of one) and the
+// candidate's place in it (rawCand.body). It is built for every raw
+// candidate of every call at every context the call follows, so it holds
+// numbers, not strings.
+type rawKey struct {
+	sig  int32 // the signature named, or -1 for a context element
+	ctx  int   // the context element (everyRef for a list in every recent event)
+	body int32
+}
+
+// bodyKey is the part of a raw candidate's identity that does not depend
+// on the context: where in its event the value was found and how it was
+// shaped.
+func bodyKey(rc *rawCand) string {
 	var b strings.Builder
-	if r.Sig != nil {
-		b.WriteString(r.Sig.String())
-	} else {
-		b.WriteString(strconv.Itoa(r.Ctx))
-	}
 	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix} {
-		b.WriteByte(0)
 		b.WriteString(f)
+		b.WriteByte(0)
 	}
 	if rc.sel != nil {
-		b.WriteByte(0)
 		b.WriteString(strconv.Itoa(rc.sel.Line))
 		if rc.sel.Token != nil {
 			b.WriteByte(':')

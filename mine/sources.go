@@ -209,6 +209,7 @@ type rawCand struct {
 	norm   string
 	prefix string
 	suffix string
+	body   int32 // the number of bodyKey(this) in the miner
 }
 
 // maxTemplateLen bounds the values searched for templates: a long value

@@ -29,7 +29,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	var tf traceFlags
 	tf.register(fs)
 	out := fs.String("o", "", "pool file to write (required)")
-	maxCtx := fs.Int("max-context", 3, fmt.Sprintf("k: calls a context reaches back (1..%d)", pattern.MaxContextLimit))
+	maxCtx := fs.Int("max-context", mine.DefaultMaxContext, fmt.Sprintf("k: calls a context reaches back (1..%d)", pattern.MaxContextLimit))
 	minSup := fs.Int("min-support", 3, "σ: least occurrences of a context, a tool after it, and a mapping")
 	minConf := fs.Float64("min-confidence", 0.05, "τ: least p of a pattern kept")
 	maxCands := fs.Int("max-candidates", 8, "list elements a list pattern predicts (1..64)")
