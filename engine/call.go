@@ -189,11 +189,15 @@ func (c *authCall) finish(res Result, err error) {
 		e.invalidateLocked(s, c.backend, c.rule, c.args)
 	}
 	if !c.rule.IsReadOnly() {
-		e.writes++ // what every session was served may have changed
+		// The agent may read again what its own write changed. Another
+		// session's write does not make it ask again: whether what it
+		// holds went stale is the hazards' business (invalidation), not
+		// a reason to guess it will repeat a call.
+		clear(s.served)
+		s.servedBytes = 0
 	} else if err == nil {
-		if s.servedAt != e.writes || len(s.served) >= maxServed {
+		if len(s.served) >= maxServed {
 			clear(s.served)
-			s.servedAt = e.writes
 			s.servedBytes = 0
 		}
 		if _, ok := s.served[c.key]; !ok {

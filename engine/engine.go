@@ -267,7 +267,6 @@ type Engine struct {
 	shared   map[callkey.Key]*entry // results of shared tools, any session
 	hazards  hazardIndex            // entries other sessions' writes can reach
 	thinks   thinkTimes             // recent think times, for default TTLs
-	writes   uint64                 // calls that were not read-only, any session (see session.served)
 	disabled rule                   // freshness rules turned off (mutation check only)
 	tools    map[string]*toolStats
 	origins  map[predict.Origin]*OriginStats

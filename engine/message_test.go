@@ -153,12 +153,15 @@ func TestConversationWindow(t *testing.T) {
 }
 
 // TestNoRerunOfWhatTheAgentHas checks that a call whose result the agent
-// just received is not speculated again, until a write may have changed
-// it.
+// just received is not speculated again, not after another session's write
+// either, until the session itself writes.
 func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
 		always := predict.Func(func(ev trace.Event) []predict.Prediction {
+			if ev.Session != "s" {
+				return nil
+			}
 			return []predict.Prediction{{Tool: "read", Args: json.RawMessage(`{"path":"a"}`), P: 0.9}}
 		})
 		pol := readsPolicy()
@@ -187,6 +190,17 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 		synctest.Wait()
 		if n := runs[`read{"path":"a"}`]; n != 1 {
 			t.Errorf("read ran %d times before any write, want 1", n)
+		}
+		// Another session writes what s read: s's next read (if any) is
+		// kept fresh by invalidation, but s has no reason to ask again.
+		time.Sleep(time.Second)
+		if _, err := eng.Call(t.Context(), "other", "write", json.RawMessage(`{"path":"a"}`)); err != nil {
+			t.Fatal(err)
+		}
+		call("list", `{"x":2}`)
+		synctest.Wait()
+		if n := runs[`read{"path":"a"}`]; n != 1 {
+			t.Errorf("read ran %d times after another session's write, want 1", n)
 		}
 		call("write", `{"path":"a"}`)
 		time.Sleep(time.Second)

@@ -42,9 +42,8 @@ type session struct {
 	// the session's last write (bounded): speculating one again would
 	// only fetch what the agent already has, unless the predictor says
 	// it repeats (predict.Prediction.Repeat: polling).
-	served   map[callkey.Key]struct{}
-	servedAt uint64 // Engine.writes when served was last cleared
-	bytes    int64  // its entries' size
+	served map[callkey.Key]struct{}
+	bytes  int64 // its entries' size
 	// own is what the session holds beside its entries, as counted in
 	// Engine.sessBytes: its overhead, msgs, served (servedBytes), the
 	// names folded into it (aliasBytes) and the predictor's state for it

@@ -249,7 +249,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		e.joinLocked(old, c)
 		return
 	}
-	if _, ok := s.served[c.key]; ok && s.servedAt == e.writes && !c.pred.Repeat {
+	if _, ok := s.served[c.key]; ok && !c.pred.Repeat {
 		// The agent already has this result and nothing it did since
 		// could have changed it.
 		return
