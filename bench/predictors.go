@@ -93,7 +93,9 @@ func (x external) Hear(msg trace.Event) []predict.Prediction {
 
 // oracle knows every session: when the session begins and when the last
 // call of a step finishes (the start of each think window) it predicts the
-// next step's calls exactly, with probability 1.
+// next step's calls exactly, with probability 1, and says a call the agent
+// makes again is made again (Repeat): the engine must not take it for a
+// result the agent already holds.
 type oracle struct{}
 
 func (o oracle) start(_ string, a *agent) []predict.Prediction { return o.next(a) }
@@ -108,7 +110,7 @@ func (oracle) next(a *agent) []predict.Prediction {
 	calls := a.nextStepIfIdle()
 	preds := make([]predict.Prediction, 0, len(calls))
 	for _, ev := range calls {
-		preds = append(preds, predict.Prediction{Tool: ev.Tool, Args: ev.Args, P: 1})
+		preds = append(preds, predict.Prediction{Tool: ev.Tool, Args: ev.Args, P: 1, Repeat: true})
 	}
 	return preds
 }
