@@ -26,7 +26,9 @@
 //   - Bounded cost: speculative executions per authoritative call average
 //     at most Options.Amplification; while the budget is scarce the least
 //     likely predictions are declined first (the probability a prediction
-//     needs rises with the scarcity).
+//     needs rises with the scarcity). Likely is judged honestly: each
+//     origin's p for a tool is scaled by how many of its executions of that
+//     tool were claimed against how many its p promised (calibrate.go).
 //
 // Fronts (the HTTP API, the MCP proxy, the replay benchmark, Go programs)
 // all call Engine.Call:

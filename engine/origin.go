@@ -11,6 +11,9 @@ import (
 // each origin is credited with what became of it.
 type origins uint8
 
+// maxOrigins is how many origins an origins set can hold.
+const maxOrigins = 8
+
 func originBit(o predict.Origin) origins {
 	for i, k := range predict.Origins {
 		if k == o.Or() {

@@ -96,6 +96,8 @@ type entry struct {
 	window  int              // from's results when it was offered (volatile tools)
 	p       float64
 	origins origins // what predicted it
+	// raw is the p each origin gave it (by its bit), before calibration.
+	raw     [maxOrigins]float32
 	utility float64
 	// utilityAt and filedAt are its positions in Engine.byUtility and
 	// Engine.filed, -1 when not there.

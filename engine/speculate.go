@@ -29,6 +29,7 @@ type candidate struct {
 	utility float64
 	warmup  bool
 	origins origins
+	raw     [maxOrigins]float32 // each origin's p before calibration
 }
 
 // speculate filters predictions through the policy, deduplicates them,
@@ -75,10 +76,13 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 		}
 		if i, dup := byKey[c.key]; dup {
 			c.origins |= cands[i].origins
+			for j := range c.raw {
+				c.raw[j] = max(c.raw[j], cands[i].raw[j])
+			}
 			if c.utility > cands[i].utility {
 				cands[i] = c
 			} else {
-				cands[i].origins = c.origins
+				cands[i].origins, cands[i].raw = c.origins, c.raw
 			}
 			continue
 		}
@@ -94,16 +98,13 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 	}
 }
 
-// candidateLocked checks a prediction against the policy and routing and
-// computes its utility U = p·T/(c·d): d the tool's expected duration, T the
-// expected saving min(d, expected think time), c the slots it takes (1).
-// minP is the probability the amplification budget asks for now.
+// candidateLocked checks a prediction against the policy and routing,
+// makes its p honest (calibrate.go), and computes its utility U = p·T/(c·d):
+// d the tool's expected duration, T the expected saving min(d, expected
+// think time), c the slots it takes (1). minP is the probability the
+// amplification budget asks for now.
 func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Prediction, minP float64) (candidate, bool) {
 	if p.P < e.opts.MinProbability || p.Tool == "" {
-		return candidate{}, false
-	}
-	if p.P < minP {
-		e.declineLocked(p.Tool)
 		return candidate{}, false
 	}
 	rule := pol.Lookup(p.Tool)
@@ -115,12 +116,24 @@ func (e *Engine) candidateLocked(s *session, pol *policy.Policy, p predict.Predi
 	if !ok {
 		return candidate{}, false
 	}
-	ts := e.toolLocked(p.Tool)
+	ts := e.toolLocked(p.Tool) // a routed tool: bounded by the routes
+	raw := p.P
+	p.P = ts.honest(p.Origin, raw)
+	if p.P < e.opts.MinProbability {
+		return candidate{}, false
+	}
+	if p.P < minP {
+		e.declineLocked(p.Tool)
+		return candidate{}, false
+	}
 	d := ts.dur.value(e.opts.DefaultDuration)
 	think := ts.think.value(e.opts.DefaultThink)
 	d = max(d, time.Millisecond)
 	u := p.P * float64(min(d, think)) / float64(d)
 	c := candidate{pred: p, rule: rule, level: level, backend: bname, b: b, utility: u, origins: originBit(p.Origin)}
+	if i := originIndex(p.Origin); i >= 0 {
+		c.raw[i] = float32(raw)
+	}
 	if level == policy.LevelDryRun && !rule.DryRun.Declared(p.Tool) {
 		level = policy.LevelWarmup // no safe variant: never run the call itself
 	}
@@ -250,8 +263,8 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		return
 	}
 	if _, ok := s.served[c.key]; ok && !c.pred.Repeat {
-		// The agent already has this result and nothing it did since
-		// could have changed it.
+		// The agent already has this result and has written nothing
+		// since: it will not ask again.
 		return
 	}
 	if s.running[c.key] > 0 {
@@ -282,6 +295,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		level:   c.level,
 		p:       c.pred.P,
 		origins: c.origins,
+		raw:     c.raw,
 		utility: c.utility,
 		backend: c.backend,
 		req:     c.req,
@@ -331,6 +345,9 @@ func (e *Engine) joinLocked(en *entry, c candidate) {
 		}
 	})
 	en.origins |= c.origins
+	for i := range en.raw {
+		en.raw[i] = max(en.raw[i], c.raw[i])
+	}
 	en.p = max(en.p, c.pred.P)
 	en.utility = max(en.utility, c.utility)
 	e.byUtility.fix(en)

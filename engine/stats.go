@@ -44,6 +44,9 @@ type toolStats struct {
 	calls, executed, reused, promoted int64
 	specStarted, wasted               int64
 	saved, wastedTime                 time.Duration
+	// cal is what each origin's guesses of the tool were worth, by the
+	// origin's bit (calibrate.go).
+	cal [maxOrigins]calibration
 }
 
 func (ts *toolStats) count(src Source) {
@@ -186,6 +189,7 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		}
 		return
 	}
+	e.calibrateLocked(en, why)
 	ran := en.finished.Sub(en.started)
 	ts := e.toolLocked(en.key.Tool)
 	en.origins.each(func(o predict.Origin) {
