@@ -445,7 +445,9 @@ func (st *state) observe(ev trace.Event) {
 				st.usedSame[usedKey{a.id, h}] = struct{}{}
 			}
 		}
-		if len(s) > maxTokenLen || strings.ContainsAny(s, " \t\n") {
+		// An empty value writes nothing: its line would shift the
+		// offsets of the values after it (the second loop skips it).
+		if s == "" || len(s) > maxTokenLen || strings.ContainsAny(s, " \t\n") {
 			continue
 		}
 		vals[n] = s
