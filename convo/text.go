@@ -356,6 +356,9 @@ const (
 
 var transforms = []string{tfSame, tfLower, tfUpper, tfTitle, tfNoHash, tfHash, tfDigits}
 
+// tfSameIdx is the index of tfSame in transforms.
+const tfSameIdx = 0
+
 // apply returns tf applied to t, or false if it does not apply or changes
 // nothing a more basic one would give.
 func apply(tf, t string) (string, bool) {
