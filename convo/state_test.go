@@ -2,6 +2,8 @@ package convo
 
 import (
 	"slices"
+
+	"github.com/ahead-dev/ahead/trace"
 	"testing"
 )
 
@@ -33,4 +35,45 @@ func TestObservedValues(t *testing.T) {
 			t.Errorf("observe(%s): tokens %q, want %q", tt.args, got, tt.want)
 		}
 	}
+}
+
+// TestStaticBase: the static score of every mention an argument reads is
+// dot(w, staticX) to the bit, for every normalisation, in messages of each
+// role and in calls' values. (TestPredictionsGolden checks the whole of
+// prediction on the shared traces; this runs without them.)
+func TestStaticBase(t *testing.T) {
+	m := mineTestdata(t)
+	c := compile(m)
+	st := newState(c, DefaultMaxBytes, false)
+	for _, s := range readTestdata(t) {
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+			} else {
+				st.observe(ev)
+			}
+		}
+	}
+	w := c.w
+	checked := 0
+	for _, a := range c.args {
+		for _, seg := range st.segs {
+			for _, k := range a.keys {
+				for _, i := range seg.group(k) {
+					pre := staticPre(a, w, seg, i)
+					for _, tl := range a.tfs {
+						x := staticX(a, seg, i, tl.lp)
+						if got, want := staticBase(a, w, pre, tl.lp), dot(w, x[:]); got != want {
+							t.Fatalf("%s: token %q tf %d: staticBase %v, dot %v", a.a.Name, seg.str(i), tl.tf, got, want)
+						}
+						checked++
+					}
+				}
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("checked %d mentions, want at least 100", checked)
+	}
+	t.Logf("checked %d mentions", checked)
 }
