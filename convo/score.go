@@ -52,6 +52,7 @@ type entry struct {
 	tf   uint8
 	rank int32 // recency rank of its token's text among the argument's
 	h    uint64
+	th   uint64  // its token's hash, which the rank is by
 	base float64 // w · staticX
 }
 
@@ -297,7 +298,7 @@ segs:
 					added = true
 					pre = staticPre(a, w, seg, bi)
 				}
-				buf = append(buf, entry{seg: seg, i: bi, tf: tl.tf, h: h, base: staticBase(a, w, pre, tl.lp)})
+				buf = append(buf, entry{seg: seg, i: bi, tf: tl.tf, h: h, th: seg.toks[bi].h, base: staticBase(a, w, pre, tl.lp)})
 			}
 		}
 	}
@@ -328,7 +329,7 @@ segs:
 			buf[i].rank = buf[i-1].rank
 			continue
 		}
-		v, ok := st.ranks.slot(buf[i].seg.toks[buf[i].i].h)
+		v, ok := st.ranks.slot(buf[i].th)
 		if !ok {
 			*v = next
 			next++
