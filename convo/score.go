@@ -494,7 +494,6 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 // scratch holds a prediction's buffers.
 type scratch struct {
 	probs []float64
-	order []int
 	cs    []scored
 	vals  hset
 	kvals []kval
@@ -539,14 +538,10 @@ func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 	c := st.c
 	sc.gen++
 	sc.probs = st.toolProbs(sc.probs)
-	sc.order = sc.order[:0]
-	for i := range c.tools {
-		sc.order = append(sc.order, i)
-	}
-	slices.SortStableFunc(sc.order, func(a, b int) int { return cmp.Compare(sc.probs[b], sc.probs[a]) })
 	sc.raws = sc.raws[:0]
 	sc.kvals = sc.kvals[:0]
-	for _, ti := range sc.order[:min(maxTools, len(sc.order))] {
+	var order [maxTools]int
+	for _, ti := range topTools(sc.probs, order[:0]) {
 		pt := sc.probs[ti]
 		if pt < 0.01 {
 			break
@@ -599,6 +594,27 @@ func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 		slices.SortStableFunc(out, func(a, b predict.Prediction) int { return cmp.Compare(b.P, a.P) })
 	}
 	return out
+}
+
+// topTools appends to dst the indices of the maxTools most probable
+// tools, most probable first, ties in index order: the first maxTools of
+// a stable sort by descending probability, without sorting them all.
+func topTools(probs []float64, dst []int) []int {
+	for i, p := range probs {
+		r := len(dst)
+		for r > 0 && cmp.Compare(p, probs[dst[r-1]]) > 0 {
+			r--
+		}
+		if r == maxTools {
+			continue
+		}
+		if len(dst) < maxTools {
+			dst = append(dst, 0)
+		}
+		copy(dst[r+1:], dst[r:len(dst)-1])
+		dst[r] = i
+	}
+	return dst
 }
 
 // keySetPreds adds the calls of tool ti with key set ks whose joint score

@@ -1,6 +1,8 @@
 package convo
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/ahead-dev/ahead/trace"
@@ -76,4 +78,27 @@ func TestStaticBase(t *testing.T) {
 		t.Errorf("checked %d mentions, want at least 100", checked)
 	}
 	t.Logf("checked %d mentions", checked)
+}
+
+// TestTopTools: topTools gives the first maxTools of a stable sort by
+// descending probability, ties (frequent: equal counts) in index order.
+func TestTopTools(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 20 {
+		for range 50 {
+			probs := make([]float64, n)
+			for i := range probs {
+				probs[i] = float64(rng.IntN(4)) / 4 // many ties
+			}
+			want := make([]int, n)
+			for i := range want {
+				want[i] = i
+			}
+			slices.SortStableFunc(want, func(a, b int) int { return cmp.Compare(probs[b], probs[a]) })
+			want = want[:min(maxTools, n)]
+			if got := topTools(probs, nil); !slices.Equal(got, want) {
+				t.Fatalf("topTools(%v) = %v, want %v", probs, got, want)
+			}
+		}
+	}
 }
