@@ -189,7 +189,7 @@ func (st *state) dynScore(a *cArg, e *entry, h uint64) float64 {
 			d += w[fSpoke]
 		}
 	}
-	if len(st.used) == 0 {
+	if !st.mayBeUsed(h) {
 		return d
 	}
 	if _, ok := st.used[h]; !ok {

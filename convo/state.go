@@ -125,6 +125,10 @@ type state struct {
 	// usedSame those sent to a given argument.
 	used     map[uint64]struct{}
 	usedSame map[usedKey]struct{}
+	// usedBits has bit h%usedFilterBits set for each hash h in used: a
+	// candidate whose bit is clear was never used, without a map look-up
+	// (most candidates, on every prediction).
+	usedBits [usedFilterBits / 64]uint64
 	caches   []argCache // by cArg.id
 	sets     []uint8    // indexAll's scratch
 	tmp      []entry
@@ -144,6 +148,14 @@ type tokRef struct {
 }
 
 const maxUsed = 4096
+
+const usedFilterBits = 1024
+
+// mayBeUsed reports whether h may be in st.used; false means it is not.
+func (st *state) mayBeUsed(h uint64) bool {
+	b := h % usedFilterBits
+	return st.usedBits[b/64]&(1<<(b%64)) != 0
+}
 
 func newState(c *compiled, maxBytes int, mining bool) *state {
 	st := &state{c: c, maxBytes: maxBytes, prev: "start", lastCall: -1, prevTool: -1,
@@ -441,6 +453,8 @@ func (st *state) observe(ev trace.Event) {
 		}
 		if len(st.used) < maxUsed {
 			st.used[h] = struct{}{}
+			b := h % usedFilterBits
+			st.usedBits[b/64] |= 1 << (b % 64)
 			if a != nil {
 				st.usedSame[usedKey{a.id, h}] = struct{}{}
 			}
