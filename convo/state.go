@@ -135,6 +135,9 @@ type state struct {
 	ranks    hset
 	// mining only: tokens by normalised text, to find values.
 	index map[string][]tokRef
+	// codes, when set, look shapes up by packed key (shapeOf); a
+	// Predictor shares one among its sessions.
+	codes shapeCodes
 }
 
 type usedKey struct {
@@ -346,10 +349,26 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			seg.args = append(seg.args, arg)
 		}
 		if read {
-			tk.shape = c.shapeOf(t, bits)
+			tk.shape = st.shapeOf(t, bits)
 		}
 		seg.toks = append(seg.toks, tk)
 	}
+}
+
+// shapeOf is c.shapeOf, by packed key where st.codes allows.
+func (st *state) shapeOf(t string, bits uint16) int32 {
+	if st.codes == nil || bits&(bits-1) == 0 {
+		return st.c.shapeOf(t, bits)
+	}
+	var b [16]byte
+	k, ok := packShape(shapeBytes(t, b[:0]))
+	if !ok {
+		return st.c.shapeOf(t, bits)
+	}
+	if id, ok := st.codes[k]; ok {
+		return id
+	}
+	return -1
 }
 
 // add appends a segment to the window, then drops the middle (neither the
@@ -490,7 +509,7 @@ func (st *state) observe(ev trace.Event) {
 			i := int32(len(seg.toks))
 			seg.args = append(seg.args, k)
 			if c.readsClass(bits) {
-				tk.shape = c.shapeOf(s, bits)
+				tk.shape = st.shapeOf(s, bits)
 				tk.h = hashString(s)
 				seg.index(bits, i)
 			}

@@ -102,3 +102,36 @@ func TestTopTools(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeCodes: looking a shape up by packed key gives the id the
+// string look-up gives, for tokens of every kind: the testdata's, long
+// ones whose shape is cut, and whole call values with bytes no token has.
+func TestShapeCodes(t *testing.T) {
+	c := compile(mineTestdata(t))
+	st := newState(c, DefaultMaxBytes, false)
+	st.codes = newShapeCodes(c.shapeID)
+	var toks []string
+	for _, s := range readTestdata(t) {
+		for _, m := range s.Messages {
+			eachToken(m.Content, func(tok string) { toks = append(toks, tok) })
+		}
+		for _, ev := range s.Events {
+			eachToken(string(ev.Args), func(tok string) { toks = append(toks, tok) })
+		}
+	}
+	toks = append(toks, "a1B2c3D4e5F6g7H8i9J0", "x-1_y.2/z~3+w@4#v%5", "a:b,c", "Émile_9", "9a", "a9")
+	found := 0
+	for _, tok := range toks {
+		bits := classBits(tok)
+		got, want := st.shapeOf(tok, bits), c.shapeOf(tok, bits)
+		if got != want {
+			t.Errorf("shape id of %q: %d by packed key, %d by string", tok, got, want)
+		}
+		if got >= 0 && bits&(bits-1) != 0 {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Error("no token of several classes had a known shape: the test reads nothing")
+	}
+}
