@@ -138,6 +138,10 @@ type state struct {
 	// codes, when set, look shapes up by packed key (shapeOf); a
 	// Predictor shares one among its sessions.
 	codes shapeCodes
+	// spare is the token array of a segment that left the window, kept
+	// for the next message's tokens (not when mining: its index still
+	// refers to dropped segments' tokens).
+	spare []token
 }
 
 type usedKey struct {
@@ -232,7 +236,14 @@ func (st *state) newSegment(role uint8, text string) *segment {
 	// traces' messages average six bytes a token, but a third of them
 	// have fewer, and growing the array would copy it and keep up to
 	// twice the memory in the window.
-	seg.toks = make([]token, 0, countRuns(text))
+	if n := countRuns(text); cap(st.spare) >= n && cap(st.spare) <= 2*n {
+		// A full window drops a message per message heard: its
+		// tokens' array, if about the size, saves allocating and
+		// clearing one (and the collections that follow).
+		seg.toks, st.spare = st.spare[:0], nil
+	} else {
+		seg.toks = make([]token, 0, n)
+	}
 	st.tokenize(seg, 0, len(text), "")
 	st.indexAll(seg)
 	return seg
@@ -393,6 +404,14 @@ func (st *state) add(seg *segment) {
 		}
 		st.bytes -= st.segs[drop].size
 		st.segs[drop].dropped = true
+		if st.index == nil {
+			// Nothing reads a dropped segment's tokens: a cache drops
+			// its entries first thing (argCache.epoch).
+			if d := st.segs[drop].toks; cap(d) > cap(st.spare) {
+				st.spare = d
+			}
+			st.segs[drop].toks = nil
+		}
 		st.epoch++
 		st.segs = slices.Delete(st.segs, drop, drop+1)
 		// The mining index keeps the dropped segment's tokens; find skips

@@ -135,3 +135,44 @@ func TestShapeCodes(t *testing.T) {
 		t.Error("no token of several classes had a known shape: the test reads nothing")
 	}
 }
+
+// TestSpareTokens: in a full window, the token array of the message that
+// left it carries the next message's tokens, and the dropped segment
+// keeps none (nothing may read them); no two live segments share one.
+// Mining keeps a dropped segment's tokens (its index refers to them).
+func TestSpareTokens(t *testing.T) {
+	c := compile(mineTestdata(t))
+	text := "please renew the loan of member ola_nordmann_8812 for book 9780141439518 today"
+	for _, mining := range []bool{false, true} {
+		st := newState(c, 3*len(text), mining)
+		st.hear(msg("s", "system", text))
+		base := map[*segment]*token{} // every segment heard, by its array
+		reused := 0
+		for range 6 {
+			st.hear(msg("s", "assistant", text))
+			seg := st.segs[len(st.segs)-1]
+			p := &seg.toks[:1][0]
+			for old, q := range base {
+				if q == p && old.dropped {
+					reused++
+				}
+			}
+			base[seg] = p
+			live := map[*token]bool{}
+			for _, s := range st.segs {
+				if live[&s.toks[:1][0]] {
+					t.Fatalf("mining=%v: two live segments share a token array", mining)
+				}
+				live[&s.toks[:1][0]] = true
+			}
+			for old := range base {
+				if old.dropped && (old.toks == nil) == mining {
+					t.Fatalf("mining=%v: a dropped segment has %d tokens", mining, len(old.toks))
+				}
+			}
+		}
+		if got := reused > 0; got == mining {
+			t.Errorf("mining=%v: a dropped segment's tokens reused %d times", mining, reused)
+		}
+	}
+}
