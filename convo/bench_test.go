@@ -78,7 +78,9 @@ func BenchmarkHear(b *testing.B) {
 // BenchmarkTokenize: tokenising and indexing a 4 KB user message alone,
 // the part of Hear that grows with the message.
 func BenchmarkTokenize(b *testing.B) {
-	st := newState(compile(benchModel(b)), DefaultMaxBytes, false)
+	c := compile(benchModel(b))
+	st := newState(c, DefaultMaxBytes, false)
+	st.codes = newShapeCodes(c.shapeID) // as a Predictor's sessions
 	text := message4K()
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()

@@ -26,8 +26,9 @@ type Options struct {
 // Predictor serves a Model online. It is safe for concurrent use; calls
 // for one session are serialised.
 type Predictor struct {
-	c    *compiled
-	opts Options
+	c     *compiled
+	codes shapeCodes // c's shapes by packed key, shared by the sessions
+	opts  Options
 
 	mu       sync.Mutex // protects sessions and clock
 	sessions map[string]*session
@@ -52,7 +53,8 @@ var (
 // New returns a predictor serving m. opts may be nil. m must not be
 // modified afterwards.
 func New(m *Model, opts *Options) *Predictor {
-	p := &Predictor{c: compile(m), sessions: make(map[string]*session)}
+	c := compile(m)
+	p := &Predictor{c: c, codes: newShapeCodes(c.shapeID), sessions: make(map[string]*session)}
 	if opts != nil {
 		p.opts = *opts
 	}
@@ -78,6 +80,7 @@ func (p *Predictor) session(id string) *session {
 			p.evictLocked()
 		}
 		s = &session{st: newState(p.c, p.opts.MaxBytes, false)}
+		s.st.codes = p.codes
 		p.sessions[id] = s
 	}
 	s.lastUse = p.clock

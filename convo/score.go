@@ -52,6 +52,7 @@ type entry struct {
 	tf   uint8
 	rank int32 // recency rank of its token's text among the argument's
 	h    uint64
+	th   uint64  // its token's hash, which the rank is by
 	base float64 // w · staticX
 }
 
@@ -92,6 +93,42 @@ func staticX(a *cArg, seg *segment, i int32, lp float64) (x [nFeat]float64) {
 	}
 	x[fFound] = a.logFound
 	return x
+}
+
+// staticPre and staticBase compute dot(w, staticX(a, seg, i, lp))
+// without the vector: staticPre the terms before fTf, the same for each
+// normalisation of a mention, staticBase the rest. The terms are added in
+// dot's order and the zero ones left out (adding a zero changes no
+// float), so that the score is the same to the bit.
+func staticPre(a *cArg, w []float64, seg *segment, i int32) float64 {
+	tk := &seg.toks[i]
+	shp := a.shpMiss
+	if tk.shape >= 0 {
+		shp = a.shp[tk.shape]
+	}
+	s := w[fShape] * shp
+	s += w[fClass] * a.clsLP(tk.bits)
+	s += w[fLen] * a.lenLP[lengthIdx(int(tk.n))]
+	s += w[fNear] * max(-6, min(6, seg.nearSum(i, a.near)))
+	switch seg.role {
+	case roleUser:
+		s += w[fUser]
+	case roleSystem:
+		s += w[fSystem]
+	case roleAssistant:
+		s += w[fAssist]
+	case roleCall:
+		s += w[fCall]
+		if seg.args[i] == a.a.Name {
+			s += w[fSameName]
+		}
+	}
+	return s
+}
+
+func staticBase(a *cArg, w []float64, pre, lp float64) float64 {
+	s := pre + w[fTf]*lp
+	return s + w[fFound]*a.logFound
 }
 
 func (a *cArg) clsLP(bits uint16) float64 {
@@ -152,7 +189,7 @@ func (st *state) dynScore(a *cArg, e *entry, h uint64) float64 {
 			d += w[fSpoke]
 		}
 	}
-	if len(st.used) == 0 {
+	if !st.mayBeUsed(h) {
 		return d
 	}
 	if _, ok := st.used[h]; !ok {
@@ -179,8 +216,9 @@ func (st *state) cache(a *cArg) *argCache {
 		st.caches = make([]argCache, len(st.c.args))
 	}
 	ac := &st.caches[a.id]
+	removed := false
 	if ac.epoch != st.epoch {
-		n, removed := 0, false
+		n := 0
 		for _, e := range ac.es {
 			if e.seg.dropped {
 				removed = true
@@ -238,10 +276,18 @@ segs:
 			pos[bk]--
 			text := seg.str(bi)
 			added := false
+			var pre float64
 			for _, tl := range a.tfs {
-				v, ok := tfAppend(vb[:0], tl.tf, text)
-				if !ok || (a.number && !isNumber(v)) {
-					continue
+				var h uint64
+				if tl.tf == tfSameIdx && !a.number {
+					// The token as written: its hash is the token's.
+					h = seg.toks[bi].h
+				} else {
+					v, ok := tfAppend(vb[:0], tl.tf, text)
+					if !ok || (a.number && !isNumber(v)) {
+						continue
+					}
+					h = hashBytes(v)
 				}
 				if !added {
 					if mentions == maxMentions {
@@ -250,13 +296,16 @@ segs:
 					}
 					mentions++
 					added = true
+					pre = staticPre(a, w, seg, bi)
 				}
-				e := entry{seg: seg, i: bi, tf: tl.tf, h: hashBytes(v)}
-				x := staticX(a, seg, bi, tl.lp)
-				e.base = dot(w, x[:])
-				buf = append(buf, e)
+				buf = append(buf, entry{seg: seg, i: bi, tf: tl.tf, h: h, th: seg.toks[bi].h, base: staticBase(a, w, pre, tl.lp)})
 			}
 		}
+	}
+	if len(buf) == 0 && !removed {
+		// Nothing new, nothing gone: the entries and their ranks stand.
+		ac.upTo = st.n
+		return ac
 	}
 	var last *segment
 	lastI := int32(-1)
@@ -271,11 +320,16 @@ segs:
 		}
 		buf = append(buf, e)
 	}
-	// Recency rank among the distinct tokens.
+	// Recency rank among the distinct tokens; a mention's entries (one
+	// per normalisation) are adjacent and share it.
 	st.ranks.reset(len(buf))
 	next := int32(0)
 	for i := range buf {
-		v, ok := st.ranks.slot(buf[i].seg.toks[buf[i].i].h)
+		if i > 0 && buf[i].seg == buf[i-1].seg && buf[i].i == buf[i-1].i {
+			buf[i].rank = buf[i-1].rank
+			continue
+		}
+		v, ok := st.ranks.slot(buf[i].th)
 		if !ok {
 			*v = next
 			next++
@@ -440,12 +494,16 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 // scratch holds a prediction's buffers.
 type scratch struct {
 	probs []float64
-	order []int
 	cs    []scored
 	vals  hset
 	kvals []kval
 	raws  []rawPred
 	buf   []byte
+	// tops memoises topValues by cArg.id within one prediction: an
+	// entry is current when its topAt equals gen.
+	tops  []argTop
+	topAt []uint64
+	gen   uint64
 }
 
 type kval struct {
@@ -478,15 +536,12 @@ const (
 // raw is set, else calibrated).
 func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 	c := st.c
+	sc.gen++
 	sc.probs = st.toolProbs(sc.probs)
-	sc.order = sc.order[:0]
-	for i := range c.tools {
-		sc.order = append(sc.order, i)
-	}
-	slices.SortStableFunc(sc.order, func(a, b int) int { return cmp.Compare(sc.probs[b], sc.probs[a]) })
 	sc.raws = sc.raws[:0]
 	sc.kvals = sc.kvals[:0]
-	for _, ti := range sc.order[:min(maxTools, len(sc.order))] {
+	var order [maxTools]int
+	for _, ti := range topTools(sc.probs, order[:0]) {
 		pt := sc.probs[ti]
 		if pt < 0.01 {
 			break
@@ -541,6 +596,27 @@ func (st *state) predict(sc *scratch, max int, raw bool) []predict.Prediction {
 	return out
 }
 
+// topTools appends to dst the indices of the maxTools most probable
+// tools, most probable first, ties in index order: the first maxTools of
+// a stable sort by descending probability, without sorting them all.
+func topTools(probs []float64, dst []int) []int {
+	for i, p := range probs {
+		r := len(dst)
+		for r > 0 && cmp.Compare(p, probs[dst[r-1]]) > 0 {
+			r--
+		}
+		if r == maxTools {
+			continue
+		}
+		if len(dst) < maxTools {
+			dst = append(dst, 0)
+		}
+		copy(dst[r+1:], dst[r:len(dst)-1])
+		dst[r] = i
+	}
+	return dst
+}
+
 // keySetPreds adds the calls of tool ti with key set ks whose joint score
 // exceeds minRaw.
 func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
@@ -555,37 +631,13 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 			sc.kvals = sc.kvals[:off]
 			return
 		}
-		cs := st.candidates(a, sc)
-		if len(cs) == 0 {
+		top := st.topValues(a, sc)
+		if top.n == 0 {
 			sc.kvals = sc.kvals[:off]
 			return
 		}
-		// The top values, with their log probability (a softmax against
-		// "not found", whose score is 0).
-		z := 1.0
-		var top [maxValues]int
-		for j := range top {
-			top[j] = -1
-		}
-		for j := range cs {
-			z += math.Exp(cs[j].score)
-			for r := 0; r < maxValues; r++ {
-				if top[r] < 0 || cs[j].score > cs[top[r]].score {
-					copy(top[r+1:], top[r:maxValues-1])
-					top[r] = j
-					break
-				}
-			}
-		}
-		lz := math.Log(z)
-		for r := 0; r < maxValues; r++ {
-			var kv kval
-			if top[r] >= 0 {
-				kv = kval{cs[top[r]].ref, cs[top[r]].h, cs[top[r]].score - lz}
-				nv[ai]++
-			}
-			sc.kvals = append(sc.kvals, kv)
-		}
+		nv[ai] = top.n
+		sc.kvals = append(sc.kvals, top.kv[:]...)
 	}
 	// Enumerate the combinations (at most maxValues^k, pruned).
 	t := st.c.tools[ti]
@@ -620,6 +672,57 @@ func (st *state) keySetPreds(sc *scratch, ti int, ks *cKeySet, base float64) {
 			return
 		}
 	}
+}
+
+// argTop is an argument's best values in a prediction, with their log
+// probability.
+type argTop struct {
+	kv [maxValues]kval
+	n  int // values found (0: none, the argument cannot be filled)
+}
+
+// topValues returns argument a's top values, with their log probability
+// (a softmax against "not found", whose score is 0). They depend on the
+// state alone, so a prediction works them out once per argument, however
+// many of the tool's key sets hold it.
+func (st *state) topValues(a *cArg, sc *scratch) *argTop {
+	if len(sc.topAt) != len(st.c.args) {
+		sc.tops = make([]argTop, len(st.c.args))
+		sc.topAt = make([]uint64, len(st.c.args))
+	}
+	t := &sc.tops[a.id]
+	if sc.topAt[a.id] == sc.gen {
+		return t
+	}
+	sc.topAt[a.id] = sc.gen
+	*t = argTop{}
+	cs := st.candidates(a, sc)
+	if len(cs) == 0 {
+		return t
+	}
+	z := 1.0
+	var top [maxValues]int
+	for j := range top {
+		top[j] = -1
+	}
+	for j := range cs {
+		z += math.Exp(cs[j].score)
+		for r := 0; r < maxValues; r++ {
+			if top[r] < 0 || cs[j].score > cs[top[r]].score {
+				copy(top[r+1:], top[r:maxValues-1])
+				top[r] = j
+				break
+			}
+		}
+	}
+	lz := math.Log(z)
+	for r := 0; r < maxValues; r++ {
+		if top[r] >= 0 {
+			t.kv[r] = kval{cs[top[r]].ref, cs[top[r]].h, cs[top[r]].score - lz}
+			t.n++
+		}
+	}
+	return t
 }
 
 // repeats reports whether two arguments of a combination take the same

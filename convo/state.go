@@ -125,12 +125,23 @@ type state struct {
 	// usedSame those sent to a given argument.
 	used     map[uint64]struct{}
 	usedSame map[usedKey]struct{}
+	// usedBits has bit h%usedFilterBits set for each hash h in used: a
+	// candidate whose bit is clear was never used, without a map look-up
+	// (most candidates, on every prediction).
+	usedBits [usedFilterBits / 64]uint64
 	caches   []argCache // by cArg.id
 	sets     []uint8    // indexAll's scratch
 	tmp      []entry
 	ranks    hset
 	// mining only: tokens by normalised text, to find values.
 	index map[string][]tokRef
+	// codes, when set, look shapes up by packed key (shapeOf); a
+	// Predictor shares one among its sessions.
+	codes shapeCodes
+	// spare is the token array of a segment that left the window, kept
+	// for the next message's tokens (not when mining: its index still
+	// refers to dropped segments' tokens).
+	spare []token
 }
 
 type usedKey struct {
@@ -144,6 +155,14 @@ type tokRef struct {
 }
 
 const maxUsed = 4096
+
+const usedFilterBits = 1024
+
+// mayBeUsed reports whether h may be in st.used; false means it is not.
+func (st *state) mayBeUsed(h uint64) bool {
+	b := h % usedFilterBits
+	return st.usedBits[b/64]&(1<<(b%64)) != 0
+}
 
 func newState(c *compiled, maxBytes int, mining bool) *state {
 	st := &state{c: c, maxBytes: maxBytes, prev: "start", lastCall: -1, prevTool: -1,
@@ -217,7 +236,14 @@ func (st *state) newSegment(role uint8, text string) *segment {
 	// traces' messages average six bytes a token, but a third of them
 	// have fewer, and growing the array would copy it and keep up to
 	// twice the memory in the window.
-	seg.toks = make([]token, 0, countRuns(text))
+	if n := countRuns(text); cap(st.spare) >= n && cap(st.spare) <= 2*n {
+		// A full window drops a message per message heard: its
+		// tokens' array, if about the size, saves allocating and
+		// clearing one (and the collections that follow).
+		seg.toks, st.spare = st.spare[:0], nil
+	} else {
+		seg.toks = make([]token, 0, n)
+	}
 	st.tokenize(seg, 0, len(text), "")
 	st.indexAll(seg)
 	return seg
@@ -334,10 +360,26 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			seg.args = append(seg.args, arg)
 		}
 		if read {
-			tk.shape = c.shapeOf(t, bits)
+			tk.shape = st.shapeOf(t, bits)
 		}
 		seg.toks = append(seg.toks, tk)
 	}
+}
+
+// shapeOf is c.shapeOf, by packed key where st.codes allows.
+func (st *state) shapeOf(t string, bits uint16) int32 {
+	if st.codes == nil || bits&(bits-1) == 0 {
+		return st.c.shapeOf(t, bits)
+	}
+	var b [16]byte
+	k, ok := packShape(shapeBytes(t, b[:0]))
+	if !ok {
+		return st.c.shapeOf(t, bits)
+	}
+	if id, ok := st.codes[k]; ok {
+		return id
+	}
+	return -1
 }
 
 // add appends a segment to the window, then drops the middle (neither the
@@ -362,6 +404,14 @@ func (st *state) add(seg *segment) {
 		}
 		st.bytes -= st.segs[drop].size
 		st.segs[drop].dropped = true
+		if st.index == nil {
+			// Nothing reads a dropped segment's tokens: a cache drops
+			// its entries first thing (argCache.epoch).
+			if d := st.segs[drop].toks; cap(d) > cap(st.spare) {
+				st.spare = d
+			}
+			st.segs[drop].toks = nil
+		}
 		st.epoch++
 		st.segs = slices.Delete(st.segs, drop, drop+1)
 		// The mining index keeps the dropped segment's tokens; find skips
@@ -441,11 +491,15 @@ func (st *state) observe(ev trace.Event) {
 		}
 		if len(st.used) < maxUsed {
 			st.used[h] = struct{}{}
+			b := h % usedFilterBits
+			st.usedBits[b/64] |= 1 << (b % 64)
 			if a != nil {
 				st.usedSame[usedKey{a.id, h}] = struct{}{}
 			}
 		}
-		if len(s) > maxTokenLen || strings.ContainsAny(s, " \t\n") {
+		// An empty value writes nothing: its line would shift the
+		// offsets of the values after it (the second loop skips it).
+		if s == "" || len(s) > maxTokenLen || strings.ContainsAny(s, " \t\n") {
 			continue
 		}
 		vals[n] = s
@@ -474,7 +528,7 @@ func (st *state) observe(ev trace.Event) {
 			i := int32(len(seg.toks))
 			seg.args = append(seg.args, k)
 			if c.readsClass(bits) {
-				tk.shape = c.shapeOf(s, bits)
+				tk.shape = st.shapeOf(s, bits)
 				tk.h = hashString(s)
 				seg.index(bits, i)
 			}

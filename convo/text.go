@@ -106,6 +106,48 @@ func shapeBytes(t string, dst []byte) []byte {
 	return dst
 }
 
+// shapeCodes maps packed shapes (packShape) to shape ids: a token's shape
+// looked up by a 64-bit key, not by a string.
+type shapeCodes map[uint64]int32
+
+// newShapeCodes packs the shapes of ids that pack (those of tokens do).
+func newShapeCodes(ids map[string]int32) shapeCodes {
+	codes := make(shapeCodes, len(ids))
+	for shp, id := range ids {
+		if k, ok := packShape([]byte(shp)); ok {
+			codes[k] = id
+		}
+	}
+	return codes
+}
+
+// packShape packs a shape of at most 16 characters, 4 bits each, when each
+// is a class letter of a token byte or the '*' of a cut shape; distinct
+// shapes pack to distinct keys (no character packs to 0).
+func packShape(shp []byte) (uint64, bool) {
+	if len(shp) > 16 {
+		return 0, false
+	}
+	var k uint64
+	for i, c := range shp {
+		v := shapeNibble[c]
+		if v == 0 {
+			return 0, false
+		}
+		k |= uint64(v) << (4 * i)
+	}
+	return k, true
+}
+
+// shapeNibble numbers the characters a token's shape is spelled with
+// from 1, 0 for the others.
+var shapeNibble = func() (t [256]uint8) {
+	for i, c := range []byte("aA9u_./-~+@#%*") {
+		t[c] = uint8(i + 1)
+	}
+	return t
+}()
+
 // classOf is the class letter of byte c (see shape).
 func classOf(c byte) byte { return classTab[c] }
 
@@ -355,6 +397,9 @@ const (
 )
 
 var transforms = []string{tfSame, tfLower, tfUpper, tfTitle, tfNoHash, tfHash, tfDigits}
+
+// tfSameIdx is the index of tfSame in transforms.
+const tfSameIdx = 0
 
 // apply returns tf applied to t, or false if it does not apply or changes
 // nothing a more basic one would give.
