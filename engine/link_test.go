@@ -289,3 +289,64 @@ func TestFoldsAreBounded(t *testing.T) {
 		}
 	})
 }
+
+// gateRecorder holds the first emitted line it is asked to record until
+// release is closed: an Offer paused between its look-up of the session
+// and its speculation.
+type gateRecorder struct {
+	memRecorder
+	once      sync.Once
+	recording chan struct{}
+	release   chan struct{}
+}
+
+func (r *gateRecorder) Record(ev trace.Event) error {
+	if ev.Kind == trace.KindEmitted {
+		r.once.Do(func() {
+			close(r.recording)
+			<-r.release
+		})
+	}
+	return r.memRecorder.Record(ev)
+}
+
+// TestOfferFoldedWhileRecording: a Join that lands while an Offer for the
+// folded session is recording its emitted calls does not lose the offer;
+// it is speculated in the session the name was folded into.
+func TestOfferFoldedWhileRecording(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		rec := &gateRecorder{recording: make(chan struct{}), release: make(chan struct{})}
+		eng := engine.New(engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
+			Policy:   readsPolicy(),
+			Recorder: rec,
+			Linker:   &oneLink{from: "llm-1", session: "tools"},
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		if err := eng.Message(ctx, "llm-1", "user", "read a"); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { eng.Offer("llm-1", engine.NextCall, streamRead("a")) })
+		<-rec.recording
+		// The link folds llm-1 into tools while the offer records.
+		if _, err := eng.Call(ctx, "tools", "list", json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		close(rec.release)
+		wg.Wait()
+		time.Sleep(2 * time.Second)
+		res, err := eng.Call(ctx, "tools", "read", json.RawMessage(`{"path":"a"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Source != engine.Reused {
+			t.Errorf("the read offered while its session was folded was %s, want reused", res.Source)
+		}
+		if n := runs[`read{"path":"a"}`]; n != 1 {
+			t.Errorf("read a ran %d times, want once", n)
+		}
+	})
+}

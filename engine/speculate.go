@@ -57,6 +57,16 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 			e.forget = append(e.forget, s.id)
 		}
 	}
+	if s.gone && len(preds) > 0 {
+		// Join folded s into another session between the caller's
+		// look-up and this lock (an Offer that unlocked to record): the
+		// predictions are that session's now, for its next call.
+		if into := e.resolveLocked(s.id); into != s.id {
+			if t := e.sessions[into]; t != nil {
+				s, seq = t, t.seq
+			}
+		}
+	}
 	if len(preds) == 0 || s.gone || e.closed || e.quiet {
 		return
 	}
