@@ -7,11 +7,13 @@
 // the order they became known, trace.Known) with general means only;
 // nothing names a tool, an argument or a domain:
 //
-//   - Tool choice: a naive Bayes model over the lower-case words of the
-//     user's recent message(s), combined with the call sequence (the
-//     previous call's signature or the session start, and whether the
-//     user spoke since). The words' weight is the one under which each
-//     half of a cross-fit predicted the other half's tools best.
+//   - Tool choice: a multinomial logistic regression over the lower-case
+//     words of the user's recent message(s), fitted with the call
+//     sequence (the previous call's signature or the session start, and
+//     whether the user spoke since) as its offset, so that the words
+//     learn only what the context does not say. The words' weight is the
+//     one under which each half of a cross-fit predicted the other half's
+//     tools best.
 //   - Argument values: for each (tool, argument), the shapes of the tokens
 //     of the conversation its values came from (character classes
 //     collapsed, class set, length), the lower-case words around them, the

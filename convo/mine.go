@@ -182,6 +182,7 @@ func fit(sessions []trace.Session, o *MineOptions) *Model {
 		}
 	}
 	tm.finish(o.MinSessions)
+	fitToolWords(m, compile(m), tm.wordSets, tm.samples)
 	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes))
 	return m
 }
@@ -226,6 +227,10 @@ type tableMiner struct {
 	refs    []tokRef
 	tfs     []string
 	hashes  []uint64
+	// samples are tool choice's training calls, wordSets the sets of
+	// words they heard.
+	samples  []choiceSample
+	wordSets [][]int32
 }
 
 type constStat struct {
@@ -257,6 +262,10 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 		tm.m.Seq[ctx] = make(map[string]float64)
 	}
 	tm.m.Seq[ctx][ev.Tool]++
+	if n := len(tm.wordSets); n == 0 || !slices.Equal(tm.wordSets[n-1], st.toolWords) {
+		tm.wordSets = append(tm.wordSets, slices.Clone(st.toolWords))
+	}
+	tm.samples = append(tm.samples, choiceSample{prev: st.prev, spoke: st.spoke, words: len(tm.wordSets) - 1, tool: ev.Tool})
 	// toolWords hold ids of the compiled vocabulary; spell them back.
 	for _, id := range st.toolWords {
 		t.Words[st.c.word(id)]++

@@ -29,8 +29,11 @@ type Model struct {
 	// 1 if the user spoke since that call, else 0.
 	Seq map[string]map[string]float64 `json:"seq"`
 	// Lambda weighs the words against the call sequence in tool choice.
-	Lambda float64      `json:"lambda"`
-	Tools  []*ToolModel `json:"tools"`
+	Lambda float64 `json:"lambda"`
+	// ToolWords says how the words weigh in tool choice: "" by naive
+	// Bayes from ToolModel.Words, "logit" by ToolModel.WordWeights.
+	ToolWords string       `json:"tool_words,omitempty"`
+	Tools     []*ToolModel `json:"tools"`
 	// Weights score an argument's candidate values (see features).
 	Weights []float64 `json:"weights"`
 	// Calibration maps a raw score to the hit rate observed on sessions
@@ -40,6 +43,10 @@ type Model struct {
 	// same score means more right after the user spoke.
 	Calibration map[string][]CalPoint `json:"calibration"`
 }
+
+// toolWordsLogit is Model.ToolWords for weights learned by logistic
+// regression (fitToolWords).
+const toolWordsLogit = "logit"
 
 // CalPoint is one step of the isotonic calibration map.
 type CalPoint struct {
@@ -55,7 +62,10 @@ type ToolModel struct {
 	// Words counts the words heard before the tool's calls (tool choice).
 	Words     map[string]float64 `json:"words,omitempty"`
 	WordTotal float64            `json:"word_total"`
-	KeySets   []KeySet           `json:"key_sets"`
+	// WordWeights are the logistic regression's weights of the words
+	// for this tool (Model.ToolWords "logit"), beyond the call sequence.
+	WordWeights map[string]float64 `json:"word_weights,omitempty"`
+	KeySets     []KeySet           `json:"key_sets"`
 	// SameCalls and DistinctCalls count the calls with two or more
 	// scalar argument values where some two were equal, and where none
 	// were. Both zero (a model mined before they were counted): no rule.
@@ -288,6 +298,10 @@ func compile(m *Model) *compiled {
 			ct.logDistinct = math.Log((t.DistinctCalls + 0.5) / (n + 1))
 		}
 		for i := range words {
+			if m.ToolWords == toolWordsLogit {
+				ct.logW[i] = t.WordWeights[words[i]]
+				continue
+			}
 			ct.logW[i] = math.Log((t.Words[words[i]]+0.1)/(t.WordTotal+0.1*V)) - c.logBg[i]
 		}
 		for _, ks := range t.KeySets {

@@ -19,6 +19,7 @@ func TestMerge(t *testing.T) {
 		{Tool: "get", Args: json.RawMessage(`{"x": "a", "id": 1}`), P: 0.7, Origin: OriginMessage},
 		{Tool: "list", P: 0.1, Origin: OriginMessage},
 		{Tool: "find", Args: json.RawMessage(`{"q":"w"}`), P: 0.35, Origin: OriginMessage},
+		{Tool: "get", P: 0.9, Origin: OriginPattern},
 	}
 	got := Merge(a, b)
 	want := []Prediction{
@@ -26,6 +27,8 @@ func TestMerge(t *testing.T) {
 		{Tool: "find", Args: json.RawMessage(`{"q":"w"}`), P: 0.35, Origin: OriginMessage},
 		{Tool: "list", P: 0.3, Origin: OriginPattern},
 	}
+	// The tool-only guess of "get" goes: an origin names a concrete call of
+	// it. That of "list" stays: none does.
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Merge (-want +got):\n%s", d)
 	}

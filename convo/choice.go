@@ -1,0 +1,149 @@
+package convo
+
+import (
+	"math"
+)
+
+// Tool choice from the user's words, learned discriminatively.
+//
+// Naive Bayes counts every word as independent evidence: the dozens of
+// words of a message then overwhelm the call sequence, and the cross-fit
+// weighed them down to a twentieth. A multinomial logistic regression
+// over the same words, with the call sequence's log probabilities as a
+// fixed offset, learns only what the words add to the context: a word
+// that says the same as the previous call gets a small weight, one that
+// tells two tools apart after the same context a large one.
+
+// choiceSample is one call seen at mining time: the context it followed,
+// the set of vocabulary ids heard from the user (an index in the miner's
+// word sets: the calls of one turn share theirs), and the tool called.
+type choiceSample struct {
+	prev  string
+	spoke bool
+	words int
+	tool  string
+}
+
+const (
+	// choiceL2 is the ridge penalty per weight, against the summed log
+	// likelihood of the calls: a word seen in a handful of calls cannot
+	// take a weight of more than a few units.
+	choiceL2 = 3.0
+	// choiceIters and choiceRate drive Adam over the full batch; the loss
+	// is convex, so the result depends on them only by how close it gets.
+	choiceIters = 150
+	choiceRate  = 0.1
+)
+
+// fitToolWords sets each tool's WordWeights to the logistic regression of
+// the called tool on the words of samples, with the call sequence of the
+// compiled model c (words off) as offset. Deterministic: the samples are
+// in session order and the sums run in index order.
+func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample) {
+	nt, nw := len(c.tools), len(c.words)
+	if nt == 0 || nw == 0 || len(samples) == 0 {
+		return
+	}
+	type row struct {
+		off []float64
+		set int
+		y   int
+	}
+	rows := make([]row, 0, len(samples))
+	used := make([]bool, nw)
+	var probs []float64
+	for _, s := range samples {
+		y, ok := c.byName[s.tool]
+		if !ok {
+			continue
+		}
+		st := &state{c: c, seq: c.seqBy[s.prev], spoke: s.spoke}
+		probs = st.toolProbsAt(probs, 0)
+		off := make([]float64, nt)
+		for i, p := range probs {
+			off[i] = math.Log(max(p, 1e-12))
+		}
+		for _, w := range sets[s.words] {
+			used[w] = true
+		}
+		rows = append(rows, row{off, s.words, y})
+	}
+	W := make([]float64, nw*nt) // by word, then tool
+	g := make([]float64, nw*nt)
+	m1 := make([]float64, nw*nt)
+	m2 := make([]float64, nw*nt)
+	// The words' sums and gradients by word set: the calls of a turn
+	// share one, so each set's words are read once per pass, not once
+	// per call.
+	ws := make([]float64, len(sets)*nt)
+	gs := make([]float64, len(sets)*nt)
+	z := make([]float64, nt)
+	const b1, b2, eps = 0.9, 0.999, 1e-8
+	for it := 1; it <= choiceIters; it++ {
+		clear(ws)
+		for si, set := range sets {
+			sum := ws[si*nt : si*nt+nt]
+			for _, w := range set {
+				for i, x := range W[int(w)*nt : int(w)*nt+nt] {
+					sum[i] += x
+				}
+			}
+		}
+		clear(gs)
+		for _, r := range rows {
+			sum := ws[r.set*nt : r.set*nt+nt]
+			best := math.Inf(-1)
+			for i := range z {
+				z[i] = r.off[i] + sum[i]
+				best = max(best, z[i])
+			}
+			var tot float64
+			for i := range z {
+				z[i] = math.Exp(z[i] - best)
+				tot += z[i]
+			}
+			gr := gs[r.set*nt : r.set*nt+nt]
+			for i := range z {
+				gr[i] += z[i] / tot
+			}
+			gr[r.y]--
+		}
+		clear(g)
+		for si, set := range sets {
+			gr := gs[si*nt : si*nt+nt]
+			for _, w := range set {
+				row := g[int(w)*nt : int(w)*nt+nt]
+				for i, d := range gr {
+					row[i] += d
+				}
+			}
+		}
+		c1 := 1 - math.Pow(b1, float64(it))
+		c2 := 1 - math.Pow(b2, float64(it))
+		for w := range nw {
+			if !used[w] {
+				continue
+			}
+			for i := w * nt; i < w*nt+nt; i++ {
+				gi := g[i] + choiceL2*W[i]
+				m1[i] = b1*m1[i] + (1-b1)*gi
+				m2[i] = b2*m2[i] + (1-b2)*gi*gi
+				W[i] -= choiceRate * (m1[i] / c1) / (math.Sqrt(m2[i]/c2) + eps)
+			}
+		}
+	}
+	for ti, ct := range c.tools {
+		t := ct.t
+		// The naive Bayes counts are not read any more: not written.
+		t.Words, t.WordTotal = nil, 0
+		t.WordWeights = make(map[string]float64)
+		for w := range nw {
+			// Rounded, so that the pool is the same bytes on every
+			// machine and a weight too small to matter is not written.
+			if x := math.Round(W[w*nt+ti]*1e4) / 1e4; x != 0 {
+				t.WordWeights[c.words[w]] = x
+			}
+		}
+	}
+	m.ToolWords = toolWordsLogit
+}
