@@ -12,6 +12,16 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+echo "== layout: every package documented, no non-test Go file over 700 lines"
+undocumented=$(go list -f '{{if not .Doc}}{{.ImportPath}}{{end}}' ./...)
+if [ -n "$undocumented" ]; then
+	echo "packages without a package doc:"; echo "$undocumented"; exit 1
+fi
+big=$(find . -name '*.go' ! -name '*_test.go' -not -path './testdeps/*' -exec awk 'END { if (NR > 700) print FILENAME ": " NR " lines" }' {} \;)
+if [ -n "$big" ]; then
+	echo "files over 700 lines (split them by idea):"; echo "$big"; exit 1
+fi
+
 echo "== go vet"
 go vet ./...
 
