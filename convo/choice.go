@@ -15,7 +15,8 @@ import (
 // tells two tools apart after the same context a large one.
 
 // choiceSample is one call seen at mining time: the context it followed,
-// the set of vocabulary ids heard from the user (an index in the miner's
+// the set of vocabulary ids heard from the user (and, offset by the
+// vocabulary's size, those of the model's latest message) (an index in the miner's
 // word sets: the calls of one turn share theirs), and the tool called.
 type choiceSample struct {
 	prev  string
@@ -40,10 +41,12 @@ const (
 // compiled model c (words off) as offset. Deterministic: the samples are
 // in session order and the sums run in index order.
 func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample) {
-	nt, nw := len(c.tools), len(c.words)
-	if nt == 0 || nw == 0 || len(samples) == 0 {
+	nt, nv := len(c.tools), len(c.words)
+	if nt == 0 || nv == 0 || len(samples) == 0 {
 		return
 	}
+	// Features: the user's words, then the model's (ids nv and up).
+	nw := 2 * nv
 	type row struct {
 		off []float64
 		set int
@@ -137,11 +140,17 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 		// The naive Bayes counts are not read any more: not written.
 		t.Words, t.WordTotal = nil, 0
 		t.WordWeights = make(map[string]float64)
+		t.ModelWordWeights = make(map[string]float64)
 		for w := range nw {
 			// Rounded, so that the pool is the same bytes on every
 			// machine and a weight too small to matter is not written.
-			if x := math.Round(W[w*nt+ti]*1e4) / 1e4; x != 0 {
+			x := math.Round(W[w*nt+ti]*1e4) / 1e4
+			switch {
+			case x == 0:
+			case w < nv:
 				t.WordWeights[c.words[w]] = x
+			default:
+				t.ModelWordWeights[c.words[w-nv]] = x
 			}
 		}
 	}

@@ -262,8 +262,18 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 		tm.m.Seq[ctx] = make(map[string]float64)
 	}
 	tm.m.Seq[ctx][ev.Tool]++
-	if n := len(tm.wordSets); n == 0 || !slices.Equal(tm.wordSets[n-1], st.toolWords) {
-		tm.wordSets = append(tm.wordSets, slices.Clone(st.toolWords))
+	// The model's words are features of their own: ids after the
+	// vocabulary's (fitToolWords).
+	set := st.toolWords
+	if st.modelHeard() {
+		nw := int32(len(st.c.words))
+		set = slices.Clone(st.toolWords)
+		for _, w := range st.modelWords {
+			set = append(set, nw+w)
+		}
+	}
+	if n := len(tm.wordSets); n == 0 || !slices.Equal(tm.wordSets[n-1], set) {
+		tm.wordSets = append(tm.wordSets, slices.Clone(set))
 	}
 	tm.samples = append(tm.samples, choiceSample{prev: st.prev, spoke: st.spoke, words: len(tm.wordSets) - 1, tool: ev.Tool})
 	// toolWords hold ids of the compiled vocabulary; spell them back.
@@ -358,20 +368,16 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 		return
 	}
 	tm.refs = append(append(tm.refs[:0], st.index[normKey(v)]...), st.index["\x00"+v]...)
-	var best tokRef
-	var bestTfs []string
-	for _, r := range tm.refs {
-		if r.seg.dropped {
-			continue
+	best, bestTfs := tm.latest(v)
+	if best.seg == nil {
+		// A date a day off, only where the date itself was not said.
+		tm.refs = tm.refs[:0]
+		for _, d := range [...]int{-1, 1} {
+			if w, ok := shiftDate(v, d); ok {
+				tm.refs = append(tm.refs, st.index[w]...)
+			}
 		}
-		tm.tfs = transformOf(r.seg.str(r.i), v, tm.tfs[:0])
-		if len(tm.tfs) == 0 {
-			continue
-		}
-		if best.seg == nil || r.seg.n > best.seg.n || (r.seg.n == best.seg.n && r.i > best.i) {
-			best = r
-			bestTfs = append(bestTfs[:0], tm.tfs...)
-		}
+		best, bestTfs = tm.latest(v)
 	}
 	if best.seg == nil {
 		return
@@ -389,6 +395,27 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 		a.Near[st.c.word(w)]++
 		a.NearTotal++
 	})
+}
+
+// latest returns the most recent of tm.refs that some normalisations
+// turn into v, and those normalisations.
+func (tm *tableMiner) latest(v string) (tokRef, []string) {
+	var best tokRef
+	var bestTfs []string
+	for _, r := range tm.refs {
+		if r.seg.dropped {
+			continue
+		}
+		tm.tfs = transformOf(r.seg.str(r.i), v, tm.tfs[:0])
+		if len(tm.tfs) == 0 {
+			continue
+		}
+		if best.seg == nil || r.seg.n > best.seg.n || (r.seg.n == best.seg.n && r.i > best.i) {
+			best = r
+			bestTfs = append(bestTfs[:0], tm.tfs...)
+		}
+	}
+	return best, bestTfs
 }
 
 // canonValue returns a value's canonical JSON, or false if it is not one

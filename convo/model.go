@@ -65,7 +65,13 @@ type ToolModel struct {
 	// WordWeights are the logistic regression's weights of the words
 	// for this tool (Model.ToolWords "logit"), beyond the call sequence.
 	WordWeights map[string]float64 `json:"word_weights,omitempty"`
-	KeySets     []KeySet           `json:"key_sets"`
+	// ModelWordWeights are the same regression's weights of the words of
+	// the model's latest message (the reply the user answers, or the
+	// text of the turn that made the previous calls), beyond the call
+	// sequence and the user's words. A pool mined before they existed has
+	// none: tool choice then reads the user's words alone.
+	ModelWordWeights map[string]float64 `json:"model_word_weights,omitempty"`
+	KeySets          []KeySet           `json:"key_sets"`
 	// SameCalls and DistinctCalls count the calls with two or more
 	// scalar argument values where some two were equal, and where none
 	// were. Both zero (a model mined before they were counted): no rule.
@@ -143,8 +149,10 @@ type compiled struct {
 	args []*cArg
 	// shapeID numbers the shapes any argument knows.
 	shapeID map[string]int32
-	// logWT is logW transposed: by word id, then tool index.
+	// logWT is logW transposed: by word id, then tool index; logMT the
+	// same of the model's words (ToolModel.ModelWordWeights).
 	logWT []float64
+	logMT []float64
 	// seqBy gives the call-sequence counts after a previous signature,
 	// by whether the user spoke since.
 	seqBy map[string]*[2]seqDist
@@ -469,9 +477,15 @@ func (c *compiled) derive() {
 	}
 	nt := len(c.tools)
 	c.logWT = make([]float64, len(c.words)*nt)
+	c.logMT = make([]float64, len(c.words)*nt)
 	for ti, ct := range c.tools {
 		for w, lw := range ct.logW {
 			c.logWT[w*nt+ti] = lw
+		}
+		if mw := ct.t.ModelWordWeights; len(mw) > 0 {
+			for w, word := range c.words {
+				c.logMT[w*nt+ti] = mw[word]
+			}
 		}
 	}
 	c.seqBy = make(map[string]*[2]seqDist)

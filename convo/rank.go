@@ -48,6 +48,9 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 		if lambda > 0 && st.wsum != nil {
 			s += lambda * st.wsum[i]
 		}
+		if lambda > 0 && st.modelHeard() {
+			s += lambda * st.msum[i]
+		}
 		dst[i] = s
 		best = max(best, s)
 	}

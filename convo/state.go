@@ -121,6 +121,17 @@ type state struct {
 	wordIn    []uint64
 	wsum      []float64
 	fresh     bool // toolWords were heard since the previous call
+	// modelWords are the vocabulary ids of the model's latest message,
+	// sorted, and msum sums their logMT by tool. They count in tool
+	// choice for the calls up to the second after that message
+	// (modelCalls ≤ 1): the reply the user answers says what the next
+	// call does ("shall I cancel it?"), and a turn's text says what its
+	// calls were for, but neither speaks for the session's later turns.
+	modelWords []int32
+	msum       []float64
+	modelCalls int
+	// year is the latest year the session's messages named (dates.go).
+	year int
 	// used holds hashes of argument values of earlier calls, and
 	// usedSame those sent to a given argument.
 	used     map[uint64]struct{}
@@ -196,7 +207,43 @@ func (st *state) hear(msg trace.Event) {
 		}
 		st.userSeg = seg
 	}
+	if seg.role == roleAssistant {
+		st.hearModel(seg)
+	}
 	st.add(seg)
+}
+
+// hearModel makes the words of the model's message seg its latest.
+func (st *state) hearModel(seg *segment) {
+	c := st.c
+	st.modelWords = st.modelWords[:0]
+	for _, tk := range seg.toks {
+		if tk.word >= 0 {
+			st.modelWords = append(st.modelWords, tk.word)
+		}
+	}
+	slices.Sort(st.modelWords)
+	st.modelWords = slices.Compact(st.modelWords)
+	if len(st.modelWords) > maxToolWords {
+		st.modelWords = st.modelWords[:maxToolWords]
+	}
+	st.modelCalls = 0
+	nt := len(c.tools)
+	if st.msum == nil {
+		st.msum = make([]float64, nt)
+	}
+	clear(st.msum)
+	for _, w := range st.modelWords {
+		for i, lw := range c.logMT[int(w)*nt : int(w)*nt+nt] {
+			st.msum[i] += lw
+		}
+	}
+}
+
+// modelHeard reports whether the model's latest words count in tool
+// choice now (see state.modelWords).
+func (st *state) modelHeard() bool {
+	return len(st.modelWords) > 0 && st.modelCalls <= 1
 }
 
 const maxToolWords = 256
@@ -245,6 +292,7 @@ func (st *state) newSegment(role uint8, text string) *segment {
 		seg.toks = make([]token, 0, n)
 	}
 	st.tokenize(seg, 0, len(text), "")
+	st.addDates(seg)
 	st.indexAll(seg)
 	return seg
 }
@@ -456,6 +504,7 @@ func (st *state) observe(ev trace.Event) {
 	}
 	st.spoke = false
 	st.fresh = false
+	st.modelCalls++
 	seg := &segment{role: roleCall, n: st.n}
 	st.n++
 	var args map[string]json.RawMessage

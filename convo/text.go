@@ -394,9 +394,13 @@ const (
 	tfNoHash = "nohash" // a leading '#' dropped ("#W123" → "W123")
 	tfHash   = "hash"   // a '#' added ("W123" → "#W123")
 	tfDigits = "digits" // the number inside ("order #W123" → "123")
+	// An ISO date a day later or earlier ("the day after 2024-05-23");
+	// see dates.go.
+	tfNextDay = "nextday"
+	tfPrevDay = "prevday"
 )
 
-var transforms = []string{tfSame, tfLower, tfUpper, tfTitle, tfNoHash, tfHash, tfDigits}
+var transforms = []string{tfSame, tfLower, tfUpper, tfTitle, tfNoHash, tfHash, tfDigits, tfNextDay, tfPrevDay}
 
 // tfSameIdx is the index of tfSame in transforms.
 const tfSameIdx = 0
@@ -427,6 +431,10 @@ func apply(tf, t string) (string, bool) {
 		if t != "" && t[0] != '#' {
 			return "#" + t, true
 		}
+	case tfNextDay:
+		return shiftDate(t, 1)
+	case tfPrevDay:
+		return shiftDate(t, -1)
 	case tfDigits:
 		i := strings.IndexAny(t, "0123456789")
 		if i < 0 {

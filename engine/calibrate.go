@@ -70,7 +70,8 @@ func (e *Engine) calibrateLocked(en *entry, why Outcome) {
 	case OutcomeReused, OutcomePromoted:
 		hit = true
 	case OutcomeFailed, OutcomeExpired, OutcomeEvicted, OutcomeCancelled:
-		if !en.ran || !en.done {
+		if !en.ran || !en.done || en.refreshing {
+			// A refreshed result's fate is its fresh run's.
 			return
 		}
 	default:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
 )
 
 // Freshness: what keeps a speculative result from going stale.
@@ -188,6 +189,60 @@ func (e *Engine) ttlLocked(rule policy.Tool) time.Duration {
 	// Before enough think times are measured, DefaultThink stands for their
 	// mean and twice it for their 95th percentile.
 	return min(max(2*e.thinks.p95(2*e.opts.DefaultThink), e.opts.DefaultThink), maxTTL)
+}
+
+// An expired result is run again while the agent is still thinking
+// about the call it was predicted for: a long think (a user who takes
+// minutes to answer) then finds a result as fresh as a short one does,
+// where keeping the old result longer would let a write ahead does not see
+// make it stale. maxRefreshes bounds the runs of one prediction in one
+// think window, and each run spends amplification budget as any other.
+const maxRefreshes = 2
+
+// refreshableLocked reports whether an expired entry's call should run
+// again: a full run of a session's own that succeeded, predicted (again)
+// for the call the session has not made yet (no call since, none in flight),
+// refreshed fewer than maxRefreshes times, as likely as the budget now
+// asks of new work, and still allowed by the policy.
+func (e *Engine) refreshableLocked(en *entry) bool {
+	s := en.sess
+	if s == nil || s.gone || e.closed || e.quiet || en.refreshes >= maxRefreshes {
+		return false
+	}
+	if !en.done || en.err != nil || en.resp.IsError || en.level != policy.LevelFull || en.req.Tool != en.key.Tool {
+		return false
+	}
+	if en.latest != s.seq || s.inflight > 0 || en.p < e.minProbabilityLocked() {
+		return false
+	}
+	pol := e.policy.Load()
+	return pol != nil && pol.Lookup(en.key.Tool).Level() == policy.LevelFull
+}
+
+// refreshLocked offers the call of an expired entry again, as the same
+// prediction (see refreshableLocked).
+func (e *Engine) refreshLocked(en *entry, now time.Time) {
+	bname, b, ok := e.route(en.key.Tool)
+	if !ok || bname != en.backend {
+		return
+	}
+	s := en.sess
+	c := candidate{
+		pred:    predict.Prediction{Tool: en.key.Tool, Args: json.RawMessage(en.key.Args), P: en.p},
+		key:     en.key,
+		rule:    e.policy.Load().Lookup(en.key.Tool),
+		level:   en.level,
+		backend: bname,
+		b:       b,
+		req:     en.req,
+		utility: en.utility,
+		origins: en.origins,
+		raw:     en.raw,
+	}
+	e.offerLocked(s, en.seq, c, now)
+	if ne := s.entries[en.key]; ne != nil && ne != en {
+		ne.refreshes = en.refreshes + 1
+	}
 }
 
 // maxTTL is the default lifetime of shared results and the longest default

@@ -230,16 +230,60 @@ func TestWriteCancelsRunningRead(t *testing.T) {
 	})
 }
 
+// TestTTL: a result is never claimed older than its TTL. One that expires
+// while the agent still thinks about the call it was predicted for is run
+// again (at most maxRefreshes times), so a write ahead never saw (here
+// made on the store directly) between the runs reaches the agent.
 func TestTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("a", 0.9))})
 		h.call("s", "list", `{}`)
-		time.Sleep(7 * time.Second) // done at 1 s, expired at 6 s
-		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Executed {
-			t.Errorf("read after TTL: %s, want executed", res.Source)
+		time.Sleep(2 * time.Second) // done at 1 s, expires at 6 s
+		h.st.mu.Lock()
+		h.st.files["s/a"] = "unseen"
+		h.st.mu.Unlock()
+		time.Sleep(6 * time.Second) // run again at 6 s, done at 7 s
+		res := h.call("s", "read", `{"path":"a"}`)
+		if res.Source != engine.Reused || res.Output != `a="unseen" bumps=0` {
+			t.Errorf("read after TTL: %s %q, want reused, the write ahead did not see included", res.Source, res.Output)
 		}
 		if got := h.eng.Stats().Outcomes[engine.OutcomeExpired]; got != 1 {
 			t.Errorf("expired = %d, want 1", got)
+		}
+	})
+}
+
+// TestTTLRefreshBounded: a prediction runs at most 1+maxRefreshes times
+// in one think window, however long the agent thinks; a call that comes
+// after the last run expired is executed.
+func TestTTLRefreshBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("a", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(time.Minute)
+		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Executed {
+			t.Errorf("read a minute later: %s, want executed", res.Source)
+		}
+		if got := len(h.st.speculative()); got != 3 {
+			t.Errorf("speculative runs = %d, want 3 (the first and two refreshes)", got)
+		}
+		if got := h.eng.Stats().Outcomes[engine.OutcomeExpired]; got != 3 {
+			t.Errorf("expired = %d, want 3", got)
+		}
+	})
+}
+
+// TestTTLNoRefreshAfterCall: a result that expires after the agent made
+// the call it was predicted for is not run again.
+func TestTTLNoRefreshAfterCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("b", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(2 * time.Second)
+		h.call("s", "read", `{"path":"a"}`) // not the predicted call
+		time.Sleep(30 * time.Second)
+		if got := len(h.st.speculative()); got != 1 {
+			t.Errorf("speculative runs = %d, want 1", got)
 		}
 	})
 }

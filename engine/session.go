@@ -117,7 +117,13 @@ type entry struct {
 
 	from   string // the session that predicted it
 	seq    int    // the position in from it was predicted for
+	latest int    // the latest position it was predicted for (again)
 	reuses int    // times a shared result was read
+	// refreshes counts the runs before this one of the same prediction
+	// whose results expired unclaimed (refreshLocked); refreshing is set
+	// on an expired entry that a fresh run replaces.
+	refreshes  int
+	refreshing bool
 	// saved is what the claiming call did not wait: the whole run when
 	// reused, the part before it arrived when promoted.
 	saved   time.Duration
@@ -253,7 +259,11 @@ func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 // without running (not started before its start deadline).
 func (e *Engine) sweepEntryLocked(en *entry, now time.Time) {
 	if en.expiredLocked(now) {
+		en.refreshing = e.refreshableLocked(en)
 		e.removeLocked(en, OutcomeExpired)
+		if en.refreshing {
+			e.refreshLocked(en, now)
+		}
 		return
 	}
 	if !en.done && !en.ran {

@@ -269,6 +269,7 @@ func arbitrate(pol *policy.Policy, cands []candidate) []candidate {
 // making room by evicting lower-utility work if the memory limits demand it.
 func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 	if old := s.entries[c.key]; old != nil {
+		old.latest = max(old.latest, seq)
 		e.joinLocked(old, c)
 		return
 	}
@@ -311,6 +312,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		req:     c.req,
 		from:    s.id,
 		seq:     seq,
+		latest:  seq,
 
 		utilityAt: -1,
 		filedAt:   -1,
