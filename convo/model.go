@@ -124,6 +124,11 @@ func (m *Model) UnmarshalJSON(data []byte) error {
 	if p.Version != ModelVersion {
 		return fmt.Errorf("%w (model version %d, this build reads %d)", ErrVersion, p.Version, ModelVersion)
 	}
+	if len(p.Weights) == nFeat-1 {
+		// Mined before fInitial, the last feature, existed: without it,
+		// scores are what they were.
+		p.Weights = append(p.Weights, 0)
+	}
 	if len(p.Weights) != 0 && len(p.Weights) != nFeat {
 		return fmt.Errorf("convo: model has %d weights, want %d", len(p.Weights), nFeat)
 	}

@@ -28,6 +28,7 @@ const (
 	fSince           // mentioned since the previous call
 	fSpoke           // the user spoke since the previous call
 	fRepeat          // the previous call was this tool with this value
+	fInitial         // the mention is a capitalised word beginning a sentence
 	nFeat
 )
 
@@ -87,6 +88,9 @@ func staticX(a *cArg, seg *segment, i int32, lp float64) (x [nFeat]float64) {
 		}
 	}
 	x[fFound] = a.logFound
+	if tk.initial {
+		x[fInitial] = 1
+	}
 	return x
 }
 
@@ -121,9 +125,13 @@ func staticPre(a *cArg, w []float64, seg *segment, i int32) float64 {
 	return s
 }
 
-func staticBase(a *cArg, w []float64, pre, lp float64) float64 {
+func staticBase(a *cArg, w []float64, pre, lp float64, initial bool) float64 {
 	s := pre + w[fTf]*lp
-	return s + w[fFound]*a.logFound
+	s += w[fFound] * a.logFound
+	if initial {
+		s += w[fInitial]
+	}
+	return s
 }
 
 func (a *cArg) clsLP(bits uint16) float64 {
@@ -293,7 +301,7 @@ segs:
 					added = true
 					pre = staticPre(a, w, seg, bi)
 				}
-				buf = append(buf, entry{seg: seg, i: bi, tf: tl.tf, h: h, th: seg.toks[bi].h, base: staticBase(a, w, pre, tl.lp)})
+				buf = append(buf, entry{seg: seg, i: bi, tf: tl.tf, h: h, th: seg.toks[bi].h, base: staticBase(a, w, pre, tl.lp, seg.toks[bi].initial)})
 			}
 		}
 	}

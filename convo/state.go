@@ -82,6 +82,10 @@ type token struct {
 	shape int32  // shape id (compiled.shapeID), or -1
 	bits  uint16
 	n     uint8
+	// initial marks a capitalised token that begins a sentence of a
+	// message ("Could you…", "My order…"): such a token is a word of the
+	// sentence far more often than a value (a name, an id).
+	initial bool
 }
 
 // str returns the text of token i.
@@ -397,6 +401,7 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 			bits = classBits(t) // trailing dots trimmed
 		}
 		tk := token{off: uint32(off), n: uint8(len(t)), bits: bits, word: -1, shape: -1}
+		tk.initial = seg.role != roleCall && sentenceStart(s, off)
 		read := c.readsClass(bits)
 		if read || word && len(t) >= 2 && len(t) <= 24 {
 			tk.h = hashString(t)

@@ -65,7 +65,7 @@ func TestStaticBase(t *testing.T) {
 					pre := staticPre(a, w, seg, i)
 					for _, tl := range a.tfs {
 						x := staticX(a, seg, i, tl.lp)
-						if got, want := staticBase(a, w, pre, tl.lp), dot(w, x[:]); got != want {
+						if got, want := staticBase(a, w, pre, tl.lp, seg.toks[i].initial), dot(w, x[:]); got != want {
 							t.Fatalf("%s: token %q tf %d: staticBase %v, dot %v", a.a.Name, seg.str(i), tl.tf, got, want)
 						}
 						checked++

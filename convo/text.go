@@ -24,6 +24,27 @@ func isTokenByte(c byte) bool {
 	return false
 }
 
+// sentenceStart reports whether the token at s[i:] is a capitalised word
+// that begins a sentence: an upper-case letter then a lower-case one
+// ("Could", "My"; not "I", "JFK", "W123"), at the start of the text or
+// after a sentence's end ('.', '!', '?') or a line break, with only
+// spaces, quotes, brackets and list marks between.
+func sentenceStart(s string, i int) bool {
+	if i+1 >= len(s) || s[i] < 'A' || s[i] > 'Z' || s[i+1] < 'a' || s[i+1] > 'z' {
+		return false
+	}
+	for j := i - 1; j >= 0; j-- {
+		switch s[j] {
+		case ' ', '\t', '"', '\'', '(', '[', '*', '-', '>':
+			continue
+		case '.', '!', '?', '\n', '\r':
+			return true
+		}
+		return false
+	}
+	return true
+}
+
 // countRuns counts the runs of token bytes in s: the tokens of s, and
 // those eachToken skips (all dots, too long).
 func countRuns(s string) int {

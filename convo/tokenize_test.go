@@ -60,6 +60,7 @@ func (st *state) refTokenize(seg *segment, from, to int, arg string) {
 			ns = len(shapeBytes(t, shp[:0]))
 		}
 		tk := token{off: uint32(off), n: uint8(len(t)), bits: bits, word: -1, shape: -1}
+		tk.initial = seg.role != roleCall && sentenceStart(s, off)
 		read := c.readsClass(bits)
 		if read || word && len(t) >= 2 && len(t) <= 24 {
 			tk.h = hashString(t)
