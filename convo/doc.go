@@ -8,17 +8,23 @@
 // nothing names a tool, an argument or a domain:
 //
 //   - Tool choice: a multinomial logistic regression over the lower-case
-//     words of the user's recent message(s), fitted with the call
-//     sequence (the previous call's signature or the session start, and
-//     whether the user spoke since) as its offset, so that the words
-//     learn only what the context does not say. The words' weight is the
+//     words of the user's recent message(s) and, as features of their
+//     own, those of the model's latest message (for the two calls after
+//     it: the reply the user answers, the text of the turn that made the
+//     previous calls), fitted with the call sequence (the previous call's
+//     signature or the session start, and whether the user spoke since)
+//     as its offset, so that the words learn only what the context does
+//     not say. The words' weight is the
 //     one under which each half of a cross-fit predicted the other half's
 //     tools best.
 //   - Argument values: for each (tool, argument), the shapes of the tokens
 //     of the conversation its values came from (character classes
 //     collapsed, class set, length), the lower-case words around them, the
 //     normalisations agents applied (case, a '#' dropped or added, the
-//     number inside), plus constant values. A candidate token of the
+//     number inside, an ISO date a day later or earlier), plus constant
+//     values. Dates written in words ("May 24th", "24 May 2024") are
+//     read as ISO date tokens (dates.go), and a capitalised word that
+//     begins a sentence is marked, since it is rarely a value. A candidate token of the
 //     session's recent text (or an earlier call's argument) is scored by a
 //     conditional logit over these features, whose few weights are shared
 //     by every argument; how recently the token was mentioned, and by
