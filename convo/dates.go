@@ -33,6 +33,11 @@ func monthOf(t string) time.Month {
 	if len(t) < 3 || len(t) > 9 {
 		return 0
 	}
+	switch t[0] | 0x20 { // the months' initials: most tokens stop here
+	case 'j', 'f', 'm', 'a', 's', 'o', 'n', 'd':
+	default:
+		return 0
+	}
 	var b [9]byte
 	for i := 0; i < len(t); i++ {
 		c := t[i]
