@@ -34,6 +34,9 @@ const (
 	// is convex, so the result depends on them only by how close it gets.
 	choiceIters = 150
 	choiceRate  = 0.1
+	// certain is the probability of the called tool, from the call
+	// sequence alone, above which a call is left out of the fit.
+	certain = 0.999
 )
 
 // fitToolWords sets each tool's WordWeights to the logistic regression of
@@ -42,7 +45,8 @@ const (
 // in session order and the sums run in index order.
 func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample) {
 	nt, nv := len(c.tools), len(c.words)
-	if nt == 0 || nv == 0 || len(samples) == 0 {
+	if nt < 2 || nv == 0 || len(samples) == 0 {
+		// One tool (a coding agent's shell): nothing to choose.
 		return
 	}
 	// Features: the user's words, then the model's (ids nv and up).
@@ -54,6 +58,7 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 	}
 	rows := make([]row, 0, len(samples))
 	used := make([]bool, nw)
+	usedSet := make([]bool, len(sets))
 	var probs []float64
 	for _, s := range samples {
 		y, ok := c.byName[s.tool]
@@ -62,6 +67,13 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 		}
 		st := &state{c: c, seq: c.seqBy[s.prev], spoke: s.spoke}
 		probs = st.toolProbsAt(probs, 0)
+		if probs[y] >= certain {
+			// The context alone says the tool: the call teaches the
+			// words next to nothing (a coding agent's shell after its
+			// shell), and skipping it keeps mining fast.
+			continue
+		}
+		usedSet[s.words] = true
 		off := make([]float64, nt)
 		for i, p := range probs {
 			off[i] = math.Log(max(p, 1e-12))
@@ -85,6 +97,9 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 	for it := 1; it <= choiceIters; it++ {
 		clear(ws)
 		for si, set := range sets {
+			if !usedSet[si] {
+				continue
+			}
 			sum := ws[si*nt : si*nt+nt]
 			for _, w := range set {
 				for i, x := range W[int(w)*nt : int(w)*nt+nt] {
@@ -113,6 +128,9 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 		}
 		clear(g)
 		for si, set := range sets {
+			if !usedSet[si] {
+				continue
+			}
 			gr := gs[si*nt : si*nt+nt]
 			for _, w := range set {
 				row := g[int(w)*nt : int(w)*nt+nt]
