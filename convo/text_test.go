@@ -2,7 +2,7 @@ package convo
 
 import (
 	"encoding/json"
-	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -24,20 +24,11 @@ func TestSentenceStart(t *testing.T) {
 		{"ok? I am here", "I", false},
 		{"(Maybe later)", "Maybe", true},
 	} {
-		i := indexOf(tt.text, tt.tok)
+		i := strings.Index(tt.text, tt.tok)
 		if got := sentenceStart(tt.text, i); got != tt.want {
 			t.Errorf("sentenceStart(%q, %q) = %v, want %v", tt.text, tt.tok, got, tt.want)
 		}
 	}
-}
-
-func indexOf(s, tok string) int {
-	for i := 0; i+len(tok) <= len(s); i++ {
-		if s[i:i+len(tok)] == tok {
-			return i
-		}
-	}
-	panic(fmt.Sprintf("%q not in %q", tok, s))
 }
 
 // TestModelWithoutInitial: a model mined before the sentence-start
