@@ -66,3 +66,35 @@ func TestShiftDate(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDates: any message tokenises without a panic, every token lies
+// within its segment's text, and every date token read from words is a
+// valid ISO date placed after the token it was read from.
+func FuzzDates(f *testing.F) {
+	for _, s := range []string{"May 24, 2024", "the 3rd of January 2024 and the 5 Feb", "Sept 31", "2024-02-29 Feb 29",
+		"May", "24 May", "of May", ", , May 1,", "Dec 31 1899", "jan 1 2100", "March 9th\n2024-01-01 april 30th"} {
+		f.Add("It is 2024-05-15.", s)
+	}
+	c := compile(mineTestdata(f))
+	f.Fuzz(func(t *testing.T, before, text string) {
+		st := newState(c, DefaultMaxBytes, false)
+		st.hear(trace.Event{Kind: trace.KindMessage, Role: trace.RoleSystem, Content: before})
+		st.hear(trace.Event{Kind: trace.KindMessage, Role: trace.RoleUser, Content: text})
+		seg := st.segs[len(st.segs)-1]
+		for i, tk := range seg.toks {
+			if int(tk.off)+int(tk.n) > len(seg.text) {
+				t.Fatalf("token %d (%d+%d) past the text (%d bytes)", i, tk.off, tk.n, len(seg.text))
+			}
+			if int(tk.off) < len(text) {
+				continue
+			}
+			iso := seg.str(int32(i))
+			if _, ok := shiftDate(iso, 0); !ok {
+				t.Fatalf("date token %q is not an ISO date", iso)
+			}
+			if i == 0 {
+				t.Fatalf("date token %q first", iso)
+			}
+		}
+	})
+}
