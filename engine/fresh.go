@@ -239,7 +239,9 @@ func (e *Engine) refreshLocked(en *entry, now time.Time) {
 		origins: en.origins,
 		raw:     en.raw,
 	}
-	e.offerLocked(s, en.seq, c, now)
+	// Offered for the position it is predicted for now (en.latest, the
+	// session's next call), so that it may be refreshed again.
+	e.offerLocked(s, en.latest, c, now)
 	if ne := s.entries[en.key]; ne != nil && ne != en {
 		ne.refreshes = en.refreshes + 1
 	}

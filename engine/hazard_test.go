@@ -273,6 +273,21 @@ func TestTTLRefreshBounded(t *testing.T) {
 	})
 }
 
+// TestTTLRefreshPredictedAgain: a prediction made again after a later
+// call is refreshed for that call, as often as one made for it first.
+func TestTTLRefreshPredictedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("a", 0.9))})
+		h.call("s", "list", `{}`)
+		time.Sleep(2 * time.Second)
+		h.call("s", "list", `{}`) // predicts read a again
+		time.Sleep(time.Minute)
+		if got := len(h.st.speculative()); got != 3 {
+			t.Errorf("speculative runs = %d, want 3 (the first and two refreshes)", got)
+		}
+	})
+}
+
 // TestTTLNoRefreshAfterCall: a result that expires after the agent made
 // the call it was predicted for is not run again.
 func TestTTLNoRefreshAfterCall(t *testing.T) {
