@@ -253,54 +253,48 @@ func TestTTL(t *testing.T) {
 	})
 }
 
-// TestTTLRefreshBounded: a prediction runs at most 1+maxRefreshes times
-// in one think window, however long the agent thinks; a call that comes
-// after the last run expired is executed.
-func TestTTLRefreshBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("a", 0.9))})
-		h.call("s", "list", `{}`)
-		time.Sleep(time.Minute)
-		if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Executed {
-			t.Errorf("read a minute later: %s, want executed", res.Source)
-		}
-		if got := len(h.st.speculative()); got != 3 {
-			t.Errorf("speculative runs = %d, want 3 (the first and two refreshes)", got)
-		}
-		if got := h.eng.Stats().Outcomes[engine.OutcomeExpired]; got != 3 {
-			t.Errorf("expired = %d, want 3", got)
-		}
-	})
-}
-
-// TestTTLRefreshPredictedAgain: a prediction made again after a later
-// call is refreshed for that call, as often as one made for it first.
-func TestTTLRefreshPredictedAgain(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("a", 0.9))})
-		h.call("s", "list", `{}`)
-		time.Sleep(2 * time.Second)
-		h.call("s", "list", `{}`) // predicts read a again
-		time.Sleep(time.Minute)
-		if got := len(h.st.speculative()); got != 3 {
-			t.Errorf("speculative runs = %d, want 3 (the first and two refreshes)", got)
-		}
-	})
-}
-
-// TestTTLNoRefreshAfterCall: a result that expires after the agent made
-// the call it was predicted for is not run again.
-func TestTTLNoRefreshAfterCall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read("b", 0.9))})
-		h.call("s", "list", `{}`)
-		time.Sleep(2 * time.Second)
-		h.call("s", "read", `{"path":"a"}`) // not the predicted call
-		time.Sleep(30 * time.Second)
-		if got := len(h.st.speculative()); got != 1 {
-			t.Errorf("speculative runs = %d, want 1", got)
-		}
-	})
+// TestTTLRefresh: how often a prediction runs while its agent thinks a
+// minute (the TTL 5 s): at most 1+maxRefreshes times in one think
+// window; as often when it was predicted again after a later call; once
+// when the agent made another call than the predicted one. The call that
+// comes after the last run expired is executed.
+func TestTTLRefresh(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		predicted string // the path of the predicted read
+		then      string // a call made 2 s after the first, if any
+		want      int    // speculative runs
+	}{
+		{"bounded", "a", "", 3},
+		{"predicted again", "a", "list", 3},
+		{"other call made", "b", "read", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, engine.Options{DefaultTTL: 5 * time.Second, Predictor: predictAfter("list", read(tc.predicted, 0.9))})
+				h.call("s", "list", `{}`)
+				time.Sleep(2 * time.Second)
+				switch tc.then {
+				case "list":
+					h.call("s", "list", `{}`) // predicts the read again
+				case "read":
+					h.call("s", "read", `{"path":"a"}`)
+				}
+				time.Sleep(time.Minute)
+				if got := len(h.st.speculative()); got != tc.want {
+					t.Errorf("speculative runs = %d, want %d", got, tc.want)
+				}
+				if got := h.eng.Stats().Outcomes[engine.OutcomeExpired]; int(got) != tc.want {
+					t.Errorf("expired = %d, want %d", got, tc.want)
+				}
+				if tc.then == "" {
+					if res := h.call("s", "read", `{"path":"a"}`); res.Source != engine.Executed {
+						t.Errorf("read a minute later: %s, want executed", res.Source)
+					}
+				}
+			})
+		})
+	}
 }
 
 func TestErrorResultNeverReused(t *testing.T) {
