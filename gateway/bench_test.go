@@ -34,6 +34,7 @@ func (nopEngine) Message(context.Context, string, string, string) error { return
 func (nopEngine) Offer(string, int, []predict.Prediction) bool          { return true }
 func (nopEngine) ThinkTime(string, time.Duration)                       {}
 func (nopEngine) NextSeq(string) int                                    { return 0 }
+func (nopEngine) Join(string, string)                                   {}
 
 const benchRequest = `{"model":"gpt-test","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Copy a.txt to b.txt."}]}`
 

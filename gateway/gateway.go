@@ -50,6 +50,10 @@ type Engine interface {
 	// ThinkTime reports the time from a model request being sent to its
 	// first tool call being complete in the response.
 	ThinkTime(session string, d time.Duration)
+	// Join folds session from into session into (engine.Engine.Join):
+	// the Linker linked them after the agent's call had reached the
+	// tool side.
+	Join(from, into string)
 }
 
 // Upstream is a model API the gateway forwards to.
@@ -109,6 +113,9 @@ type Gateway struct {
 	log       *slog.Logger
 	hist      *histories
 	wg        sync.WaitGroup // parse goroutines
+
+	mu    sync.Mutex     // protects ended
+	ended map[*turn]bool // turns whose body has ended and whose parser has not (turn.before)
 }
 
 // New returns a gateway. opts must name at least one upstream.

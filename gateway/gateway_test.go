@@ -35,12 +35,18 @@ type fakeEngine struct {
 	thinks   []string // sessions
 	seqs     []int    // the seq of each offer
 	next     map[string]int
+	joins    []string // "from→into"
 	offered  chan string
+	// hold, if set, is called before a message is recorded, outside mu.
+	hold func(content string)
 }
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{offered: make(chan string, 64)} }
 
 func (e *fakeEngine) Message(_ context.Context, session, role, content string) error {
+	if e.hold != nil {
+		e.hold(content)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.messages = append(e.messages, session+" "+role+": "+content)
@@ -66,6 +72,18 @@ func (e *fakeEngine) ThinkTime(session string, d time.Duration) {
 	if d >= 0 {
 		e.thinks = append(e.thinks, session)
 	}
+}
+
+func (e *fakeEngine) Join(from, into string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.joins = append(e.joins, from+"→"+into)
+}
+
+func (e *fakeEngine) joined() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.joins)
 }
 
 func (e *fakeEngine) NextSeq(session string) int {
@@ -659,9 +677,9 @@ func TestNoSessionLinks(t *testing.T) {
 // by key or by id.
 func TestLinkerAmbiguous(t *testing.T) {
 	l := NewLinker(0)
-	l.Remember("llm-a", "call_1", "read", []byte(`{"id":1}`))
-	l.Remember("llm-b", "call_1", "read", []byte(`{ "id": 1 }`))
-	l.Remember("llm-b", "call_2", "read", []byte(`{"id":2}`))
+	l.Remember("llm-a", "call_1", "read", []byte(`{"id":1}`), time.Time{})
+	l.Remember("llm-b", "call_1", "read", []byte(`{ "id": 1 }`), time.Time{})
+	l.Remember("llm-b", "call_2", "read", []byte(`{"id":2}`), time.Time{})
 	key := func(args string) callkey.Key {
 		k, err := callkey.Make("read", []byte(args))
 		if err != nil {
@@ -687,6 +705,143 @@ func TestLinkerAmbiguous(t *testing.T) {
 	l.Forget("llm-b")
 	if got := l.Resolve("llm-b"); got != "llm-b" {
 		t.Errorf("Resolve after Forget = %q, want the session itself", got)
+	}
+}
+
+// TestLateLink: the agent's call reaches the tool side before the gateway
+// has parsed the response that emitted it (its parser runs beside the
+// copy, never holding it back). The call links all the same when the
+// gateway hears it: the gateway folds its session into the tool side's.
+func TestLateLink(t *testing.T) {
+	e := newEnv(t)
+	key, err := callkey.Make("read_file", []byte(`{"path":"a.txt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := e.openai.stream(chatScript())
+	e.openai.handle = func(w http.ResponseWriter, r *http.Request) {
+		// The request has gone upstream: the agent's call, made now,
+		// comes before its emission is heard.
+		if from, ok := e.linker.Link("tools-1", key); ok {
+			t.Errorf("Link before the emission = %q, want none yet", from)
+		}
+		stream(w, r)
+	}
+	s := e.openaiClient("").Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
+		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Copy a.txt to b.txt.")}})
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.gw.Close()
+	g, ok := e.linker.Session("read_file", []byte(`{"path":"a.txt"}`))
+	if !ok {
+		t.Fatal("the emitted call was not remembered")
+	}
+	if diff := cmp.Diff([]string{g + "→tools-1"}, e.eng.joined()); diff != "" {
+		t.Errorf("joins (-want +got):\n%s", diff)
+	}
+	if got := e.linker.Resolve(g); got != "tools-1" {
+		t.Errorf("Resolve(%s) = %q, want tools-1", g, got)
+	}
+}
+
+// TestSlowParserSameConversation: the next request of a conversation comes
+// while the parser of the response before it is still behind (here held
+// in hearing the first message). It returns the result of a call that
+// response emitted, so it is the same conversation: the gateway waits for
+// the parsers of the responses that had ended before it names the session.
+func TestSlowParserSameConversation(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	e.eng.hold = func(content string) {
+		if content == "Copy a.txt to b.txt." {
+			<-release
+		}
+	}
+	// Played without waiting for offers: the parser is held.
+	script := slices.DeleteFunc(chatScript(), func(s step) bool { return s.waitTool != "" })
+	e.openai.handle = e.openai.stream(script)
+	client := e.openaiClient("")
+	params := openai.ChatCompletionNewParams{
+		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Copy a.txt to b.txt.")}}
+	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The relay does not wait for the parser: the response is whole.
+	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}]}`)
+	params.Messages = append(params.Messages, acc.Choices[0].Message.ToParam(),
+		openai.ToolMessage("contents of a", "call_a"), openai.ToolMessage("ok", "call_b"), openai.UserMessage("Thanks."))
+	if _, err := client.Chat.Completions.New(t.Context(), params); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	e.gw.Close()
+	heard := e.eng.heard()
+	if len(heard) != 3 {
+		t.Fatalf("heard %q, want the three messages", heard)
+	}
+	g, _, _ := strings.Cut(heard[0], " ")
+	want := []string{g + " user: Copy a.txt to b.txt.", g + " assistant: Let me look.", g + " user: Thanks."}
+	if diff := cmp.Diff(want, heard); diff != "" {
+		t.Errorf("heard (-want +got):\n%s", diff)
+	}
+}
+
+// TestLinkerLate: a tool-side call no model had emitted links the session
+// that emits it later, only if it was made after that response's request
+// was sent and by exactly one tool-side session.
+func TestLinkerLate(t *testing.T) {
+	key := func(args string) callkey.Key {
+		k, err := callkey.Make("read", []byte(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	before := time.Now().Add(-time.Minute)
+	l := NewLinker(0)
+	l.Link("tools-1", key(`{"id":1}`))
+	if into, ok := l.Remember("llm-a", "c1", "read", []byte(`{"id":1}`), before); !ok || into != "tools-1" {
+		t.Errorf("Remember after the agent's call = %q, %v; want tools-1", into, ok)
+	}
+	if into, ok := l.Remember("llm-b", "c1", "read", []byte(`{"id":1}`), before); ok {
+		t.Errorf("a second emission of a call already linked = %q, want no link", into)
+	}
+
+	l.Link("tools-1", key(`{"id":2}`))
+	if into, ok := l.Remember("llm-c", "c2", "read", []byte(`{"id":2}`), time.Now().Add(time.Minute)); ok {
+		t.Errorf("a call made before the response's request = %q, want no link", into)
+	}
+
+	l.Link("tools-1", key(`{"id":3}`))
+	l.Link("tools-2", key(`{"id":3}`))
+	if into, ok := l.Remember("llm-d", "c3", "read", []byte(`{"id":3}`), before); ok {
+		t.Errorf("a call two tool sessions made = %q, want no link", into)
+	}
+}
+
+// TestLinkerForgetsOldest: calls past the limit are forgotten, however
+// many sessions emitted the same one.
+func TestLinkerForgetsOldest(t *testing.T) {
+	l := NewLinker(4)
+	for _, s := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		l.Remember("llm-"+s, "id-"+s, "read", []byte(`{"id":1}`), time.Time{})
+	}
+	if s, ok := l.Session("read", []byte(`{"id":1}`)); ok {
+		t.Errorf("Session of a call four sessions emitted = %q, want none", s)
+	}
+	if _, ok := l.SessionOfID("id-c"); ok {
+		t.Error("the oldest calls are still remembered")
+	}
+	if s, ok := l.SessionOfID("id-g"); !ok || s != "llm-g" {
+		t.Errorf("SessionOfID(id-g) = %q, %v; want llm-g", s, ok)
 	}
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -93,22 +94,22 @@ func TestHistoriesBounded(t *testing.T) {
 
 func TestLinker(t *testing.T) {
 	l := NewLinker(3)
-	l.Remember("s1", "call_1", "read", []byte(`{"b":1,"a":2}`))
-	l.Remember("s2", "call_2", "read", []byte(`{"a":3}`))
+	l.Remember("s1", "call_1", "read", []byte(`{"b":1,"a":2}`), time.Time{})
+	l.Remember("s2", "call_2", "read", []byte(`{"a":3}`), time.Time{})
 	if s, ok := l.Session("read", []byte(`{"a":2, "b":1}`)); !ok || s != "s1" {
 		t.Errorf("Session = %q, %v; want s1 (same call key)", s, ok)
 	}
 	if _, ok := l.Session("read", []byte(`{"a":2.0,"b":1}`)); ok {
 		t.Error("a different number spelling matched: keys are exact")
 	}
-	l.Remember("s2", "call_3", "read", []byte(`{"a":2,"b":1}`))
+	l.Remember("s2", "call_3", "read", []byte(`{"a":2,"b":1}`), time.Time{})
 	if s, ok := l.Session("read", []byte(`{"a":2,"b":1}`)); ok {
 		t.Errorf("Session = %q while two sessions emitted the call, want none", s)
 	}
 	if s, ok := l.SessionOfID("call_2"); !ok || s != "s2" {
 		t.Errorf("SessionOfID = %q, %v; want s2", s, ok)
 	}
-	l.Remember("s3", "call_4", "list", nil) // evicts call_1
+	l.Remember("s3", "call_4", "list", nil, time.Time{}) // evicts call_1
 	if s, ok := l.Session("read", []byte(`{"a":2,"b":1}`)); !ok || s != "s2" {
 		t.Errorf("after eviction Session = %q, %v; want s2 alone", s, ok)
 	}
@@ -127,9 +128,9 @@ func TestLinker(t *testing.T) {
 // session.
 func TestConversationByResults(t *testing.T) {
 	l := NewLinker(0)
-	l.Remember("llm-a", "c1", "t", []byte(`{}`))
-	l.Remember("llm-a", "c2", "t", []byte(`{"n":2}`))
-	l.Remember("llm-b", "c3", "t", []byte(`{"n":3}`))
+	l.Remember("llm-a", "c1", "t", []byte(`{}`), time.Time{})
+	l.Remember("llm-a", "c2", "t", []byte(`{"n":2}`), time.Time{})
+	l.Remember("llm-b", "c3", "t", []byte(`{"n":3}`), time.Time{})
 	g := &Gateway{opts: Options{Linker: l}}
 	for _, tc := range []struct {
 		name string

@@ -3,6 +3,7 @@ package gateway
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ahead-dev/ahead/callkey"
 )
@@ -25,6 +26,13 @@ const DefaultLinkerCalls = 4096
 // (engine.Linker), folds the gateway's session into the tool side's, and
 // from then on the gateway speaks to the engine in the tool side's session
 // (Resolve).
+//
+// The gateway parses a response beside the copy that reaches the agent,
+// never holding the copy back, so on a loaded machine the agent may make a
+// call before the gateway has remembered it. A tool-side call that no
+// model had emitted is kept as well, with its time, and Remember links the
+// other way: the one tool-side session that made the call after the
+// response that emits it began.
 type Linker struct {
 	mu    sync.Mutex // protects the fields below
 	ring  []linked   // the remembered calls, oldest at next once full
@@ -35,6 +43,17 @@ type Linker struct {
 	limit int
 	links map[string]string // gateway session → the tool-side session it was folded into
 	order []string          // keys of links, oldest first (bounded by limit)
+
+	// Tool-side calls no model had emitted when they were made.
+	made     []madeCall // a ring like ring
+	madeNext int
+	madeKeys map[callkey.Key]map[string]time.Time // call key → tool-side session → latest time
+}
+
+type madeCall struct {
+	session string
+	key     callkey.Key
+	at      time.Time
 }
 
 type linked struct {
@@ -54,14 +73,21 @@ func NewLinker(n int) *Linker {
 		ring: make([]linked, n), limit: n,
 		keys: map[callkey.Key]map[string]int{}, ids: map[string]map[string]int{},
 		links: map[string]string{},
+		made:  make([]madeCall, n), madeKeys: map[callkey.Key]map[string]time.Time{},
 	}
 }
 
-// Remember records that session's model emitted a call. Arguments that are
-// not a JSON object are remembered by id alone.
-func (l *Linker) Remember(session, id, tool string, args []byte) {
+// Remember records that session's model emitted a call, in a response
+// whose request was sent at since. Arguments that are not a JSON object
+// are remembered by id alone. If the agent made the call already (the
+// gateway heard it late), Remember links session to the agent's tool-side
+// session and returns it once, as Link would have; the caller folds
+// session into it. It does so only on the same evidence as Link: exactly
+// one session emitted the call, and exactly one tool-side session made it
+// since, without a model's emission to link it to.
+func (l *Linker) Remember(session, id, tool string, args []byte, since time.Time) (into string, ok bool) {
 	if session == "" {
-		return
+		return "", false
 	}
 	key, err := callkey.Make(tool, args)
 	e := linked{session: session, id: id, valid: true}
@@ -83,6 +109,67 @@ func (l *Linker) Remember(session, id, tool string, args []byte) {
 	if id != "" {
 		add(l.ids, id, session)
 	}
+	if e.key.Tool == "" {
+		return "", false
+	}
+	return l.lateLinkLocked(session, e.key, since)
+}
+
+// lateLinkLocked links session, whose model has just emitted the call
+// with key, to the one tool-side session that made that call at or after
+// since, when nothing else could claim it.
+func (l *Linker) lateLinkLocked(session string, key callkey.Key, since time.Time) (into string, ok bool) {
+	if _, linked := l.links[session]; linked {
+		return "", false
+	}
+	if from, ok := only(l.keys[key]); !ok || from != session {
+		return "", false
+	}
+	for s, at := range l.madeKeys[key] {
+		if at.Before(since) || s == session {
+			continue
+		}
+		if into != "" {
+			return "", false // two sessions made it: neither
+		}
+		into = s
+	}
+	if into == "" {
+		return "", false
+	}
+	delete(l.madeKeys[key], into)
+	l.linkLocked(session, into)
+	return into, true
+}
+
+// linkLocked keeps the link from → into, forgetting the oldest past limit.
+func (l *Linker) linkLocked(from, into string) {
+	if len(l.order) >= l.limit {
+		delete(l.links, l.order[0])
+		l.order = l.order[1:]
+	}
+	l.links[from] = into
+	l.order = append(l.order, from)
+}
+
+// madeLocked keeps a tool-side call no model had emitted.
+func (l *Linker) madeLocked(session string, key callkey.Key, at time.Time) {
+	old := &l.made[l.madeNext]
+	if m := l.madeKeys[old.key]; m != nil && old.session != "" && m[old.session].Equal(old.at) {
+		if delete(m, old.session); len(m) == 0 {
+			delete(l.madeKeys, old.key)
+		}
+	}
+	*old = madeCall{session: session, key: key, at: at}
+	if l.madeNext++; l.madeNext == l.limit {
+		l.madeNext = 0
+	}
+	m := l.madeKeys[key]
+	if m == nil {
+		m = map[string]time.Time{}
+		l.madeKeys[key] = m
+	}
+	m[session] = at
 }
 
 func add[K comparable](m map[K]map[string]int, k K, session string) {
@@ -99,7 +186,7 @@ func remove[K comparable](m map[K]map[string]int, k K, session string) {
 	if s[session]--; s[session] <= 0 {
 		delete(s, session)
 	}
-	if len(s) != 1 {
+	if len(s) == 0 {
 		delete(m, k)
 	}
 }
@@ -156,11 +243,18 @@ func (l *Linker) SessionOfID(id string) (session string, ok bool) {
 // one session emitted it among the remembered calls, that session is not
 // the caller's own and has not been linked before. The link is then kept
 // (Resolve) and from is returned once; the caller folds from into session.
-// A session that could be either of two links to neither.
+// A session that could be either of two links to neither. A call no
+// session has emitted is kept for Remember, which may link it later.
 func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
+	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	from, ok = only(l.keys[key])
+	emitted := l.keys[key]
+	if len(emitted) == 0 {
+		l.madeLocked(session, key, now)
+		return "", false
+	}
+	from, ok = only(emitted)
 	if !ok || from == session {
 		return "", false
 	}
@@ -169,12 +263,7 @@ func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
 		// another, which one call in a third cannot overrule.
 		return "", false
 	}
-	if len(l.order) >= l.limit {
-		delete(l.links, l.order[0])
-		l.order = l.order[1:]
-	}
-	l.links[from] = session
-	l.order = append(l.order, from)
+	l.linkLocked(from, session)
 	return from, true
 }
 

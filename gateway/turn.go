@@ -137,6 +137,13 @@ type turn struct {
 	api     api
 	tee     *tee
 	resp    chan response // the response's head, or closed: none came
+	parsed  chan struct{} // closed when run returns
+	// before are the turns whose body had ended, unparsed, when this
+	// one began (only when the gateway names its session): run waits
+	// for them before it names it. A turn waits only for turns that
+	// ended before it began, so no two wait for each other.
+	before     []*turn
+	parsedDone bool // under Gateway.mu: run has returned
 }
 
 type response struct {
@@ -147,7 +154,14 @@ type response struct {
 }
 
 func (g *Gateway) startTurn(ctx context.Context, session string, a api, body []byte) *turn {
-	t := &turn{g: g, session: session, api: a, tee: newTee(), resp: make(chan response, 1)}
+	t := &turn{g: g, session: session, api: a, tee: newTee(), resp: make(chan response, 1), parsed: make(chan struct{})}
+	if session == "" {
+		g.mu.Lock()
+		for b := range g.ended {
+			t.before = append(t.before, b)
+		}
+		g.mu.Unlock()
+	}
 	ctx = context.WithoutCancel(ctx) // what was heard stays heard
 	g.wg.Go(func() { t.run(ctx, body) })
 	return t
@@ -169,9 +183,31 @@ func (t *turn) abandon() {
 }
 
 // close marks the end of the response body; cut says it ended early.
-func (t *turn) close(cut bool) { t.tee.Close(cut) }
+func (t *turn) close(cut bool) {
+	t.tee.Close(cut)
+	g := t.g
+	g.mu.Lock()
+	if !t.parsedDone {
+		if g.ended == nil {
+			g.ended = map[*turn]bool{}
+		}
+		g.ended[t] = true
+	}
+	g.mu.Unlock()
+}
+
+// finish marks the turn parsed.
+func (t *turn) finish() {
+	g := t.g
+	g.mu.Lock()
+	t.parsedDone = true
+	delete(g.ended, t)
+	g.mu.Unlock()
+	close(t.parsed)
+}
 
 func (t *turn) run(ctx context.Context, body []byte) {
+	defer t.finish()
 	msgs, appendOnly, ok := requestMessages(t.api, body)
 	if t.session == "" {
 		if !ok {
@@ -180,6 +216,13 @@ func (t *turn) run(ctx context.Context, body []byte) {
 			t.tee.quit()
 			return
 		}
+		// The calls whose results this request returns were emitted in
+		// responses that had ended when it began; their parsers, running
+		// beside the copy, may not have remembered them yet.
+		for _, b := range t.before {
+			<-b.parsed
+		}
+		t.before = nil
 		t.session, t.auto = t.g.conversation(msgs), true
 	}
 	// What the session has done when its agent asks the model: the
@@ -259,7 +302,11 @@ func (o *offerer) offer(c toolCall) {
 	// Remembered first: the agent's call may reach the tool side as soon
 	// as the engine has it.
 	if l := o.g.opts.Linker; l != nil && o.auto {
-		l.Remember(o.session, c.ID, c.Name, c.Args)
+		if into, ok := l.Remember(o.session, c.ID, c.Name, c.Args, o.sent); ok {
+			// The agent made the call before it was heard: the call
+			// links all the same, late (Linker).
+			o.g.opts.Engine.Join(o.session, into)
+		}
 	}
 	if o.calls == 0 {
 		o.g.opts.Engine.ThinkTime(o.engine, time.Since(o.sent))

@@ -338,6 +338,11 @@ func TestServeGatewayLinksMCPSession(t *testing.T) {
 	text, _ := callSource(t, cs, "read_text_file", map[string]any{"path": "/home/me/app/README.md"})
 	params.Messages = append(params.Messages, msg.ToParam(), openai.ToolMessage(text, "toolu_1"))
 	turn()
+	defer func() {
+		if t.Failed() {
+			t.Logf("stats: %s\nlog:\n%s", getText(t, s.url+"/v1/stats"), s.logText())
+		}
+	}()
 	waitFor(t, "the second stream's read to complete", func() bool {
 		var st struct{ Entries, Ready int }
 		json.Unmarshal([]byte(getText(t, s.url+"/v1/stats")), &st)
