@@ -43,7 +43,12 @@
 // Engine.Join): the work its stream started serves the call, and from then
 // on the gateway hears and offers in the tool side's session (what it
 // sends under its own name after the fold reaches the tool side's session
-// too: the engine remembers the fold). Evidence that
+// too: the engine remembers the fold). The parser runs beside the copy, so
+// the agent's call may reach the tool side first: the Linker keeps such
+// calls, and the gateway links when it hears the emission instead
+// (Linker.Remember); a request that names no session waits for the
+// parsers of the responses that had ended when it began, off the agent's
+// path, before it looks for its conversation. Evidence that
 // fits two sessions links neither. Without a Linker, a request without the
 // header is only relayed.
 //
