@@ -57,6 +57,11 @@ type Options struct {
 	// sessions themselves; the result reports it, and its table marks the
 	// baseline's figures as flattering.
 	BaselineInSample bool
+	// Speculable, when not nil, names the tools whose calls ahead may run
+	// ahead and hand over (a policy's full level). The calls of those
+	// tools are then scored apart against the predictions of those tools
+	// alone, as the engine would run them: what saves time.
+	Speculable func(tool string) bool
 }
 
 // ErrKnownOrder is returned when a call would be predicted after the
@@ -82,7 +87,8 @@ func run(ctx context.Context, sessions []trace.Session, order func(trace.Session
 	if o.Predictions != nil {
 		pw = bufio.NewWriter(o.Predictions)
 	}
-	res := &Result{Sessions: len(sessions), BaselineInSample: o.BaselineInSample, tools: make(map[string]*Tool)}
+	res := &Result{Sessions: len(sessions), BaselineInSample: o.BaselineInSample, tools: make(map[string]*Tool), specOn: o.Speculable != nil}
+	var spec []predict.Prediction // the predictions of speculable tools
 	for _, s := range sessions {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -125,6 +131,15 @@ func run(ctx context.Context, sessions []trace.Session, order func(trace.Session
 				res.later.add(ev.Tool, key, kerr == nil, preds)
 			}
 			res.ahead.add(ev.Tool, key, kerr == nil, preds)
+			if o.Speculable != nil && o.Speculable(ev.Tool) {
+				spec = spec[:0]
+				for _, p := range preds {
+					if o.Speculable(p.Tool) {
+						spec = append(spec, p)
+					}
+				}
+				res.spec.add(ev.Tool, key, kerr == nil, spec)
+			}
 			res.ngram.add(ev.Tool, key, kerr == nil, base)
 			tr.ahead.add(ev.Tool, key, kerr == nil, preds)
 			tr.ngram.add(ev.Tool, key, kerr == nil, base)
@@ -255,6 +270,10 @@ type Result struct {
 	// only them.
 	AheadLater Metrics `json:"ahead_after_first_calls"`
 	AheadFirst Metrics `json:"ahead_first_calls"`
+	// With Options.Speculable: the calls ahead may run, scored against
+	// the predictions of such tools alone.
+	SpeculableCalls int      `json:"speculable_calls,omitempty"`
+	AheadSpeculable *Metrics `json:"ahead_speculable_calls,omitempty"`
 	// Calibration bins the predictions made as each step's think window
 	// opened by P (tenths), with how often their call was made in that
 	// step.
@@ -263,6 +282,8 @@ type Result struct {
 	Tools        []*Tool `json:"tools"`
 	ahead, ngram scores
 	later, first scores
+	spec         scores
+	specOn       bool // Options.Speculable was set
 	calib        calibration
 	tools        map[string]*Tool
 }
@@ -272,6 +293,10 @@ func (r *Result) finish() {
 	r.Ahead, r.NGram = r.ahead.metrics(), r.ngram.metrics()
 	r.AheadLater = r.later.metrics()
 	r.AheadFirst = r.first.metrics()
+	if r.specOn {
+		m := r.spec.metrics()
+		r.SpeculableCalls, r.AheadSpeculable = r.spec.calls, &m
+	}
 	r.Calibration = r.calib.bins()
 	for _, t := range r.tools {
 		t.Calls = t.ahead.calls
@@ -325,6 +350,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 	f := r.AheadFirst
 	fmt.Fprintf(bw, "ahead on the first calls:      tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
 		f.ToolAt1, f.ToolAt3, f.ExactAt1, f.ExactAt3, f.ExactAt5)
+	if sp := r.AheadSpeculable; sp != nil {
+		fmt.Fprintf(bw, "ahead on the %d calls the policy may run, ranked among the predictions it may run:\n"+
+			"                               tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
+			r.SpeculableCalls, sp.ToolAt1, sp.ToolAt3, sp.ExactAt1, sp.ExactAt3, sp.ExactAt5)
+	}
 	if len(r.Calibration) > 0 {
 		fmt.Fprintf(bw, "\ncalibration (predictions as each step's think window opens; hit: the call was made in that step):\n%-9s %8s %8s %8s\n", "p", "count", "mean p", "hit rate")
 		for _, b := range r.Calibration {

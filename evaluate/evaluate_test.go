@@ -130,6 +130,40 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestSpeculable: with the tools a policy may run, their calls are scored
+// apart, ranked among the predictions of those tools alone.
+func TestSpeculable(t *testing.T) {
+	ahead := script{
+		"":     {pred("list", "")},
+		"list": {pred("write", `{"path":"a"}`), pred("write", `{"path":"b"}`), pred("list", `{}`), pred("read", `{"path":"a"}`)},
+		"read": {pred("read", `{"path":"b"}`)},
+	}
+	reads := func(tool string) bool { return tool != "write" }
+	res, err := Run(t.Context(), sessions(), ahead, script{}, &Options{Speculable: reads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SpeculableCalls != 4 {
+		t.Errorf("speculable calls %d, want 4 (all but the write)", res.SpeculableCalls)
+	}
+	// list ×2 (tool 1st, no arguments), read a (exact 2nd once the writes
+	// are left out; 4th among all), read b (exact 1st).
+	want := Metrics{ToolAt1: 3.0 / 4, ToolAt3: 1, ExactAt1: 1.0 / 4, ExactAt3: 2.0 / 4, ExactAt5: 2.0 / 4}
+	if diff := cmp.Diff(&want, res.AheadSpeculable); diff != "" {
+		t.Errorf("speculable (-want +got):\n%s", diff)
+	}
+	if res.Ahead.ExactAt3 != 2.0/5 {
+		t.Errorf("exact_at_3 over all calls %.2f, want 2/5 (the write and read b; read a is 4th there)", res.Ahead.ExactAt3)
+	}
+	res, err = Run(t.Context(), sessions(), ahead, script{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AheadSpeculable != nil {
+		t.Errorf("without a policy: %+v, want no speculable figures", res.AheadSpeculable)
+	}
+}
+
 func TestRunCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -143,14 +177,16 @@ func TestRunCancelled(t *testing.T) {
 func TestWriteTable(t *testing.T) {
 	ahead := script{"": {pred("list", "")}, "list": {pred("read", `{"path":"a"}`)}}
 	for _, tc := range []struct {
-		name     string
-		inSample bool
+		name       string
+		inSample   bool
+		speculable func(string) bool
 	}{
-		{"table", false},
-		{"table_in_sample", true},
+		{"table", false, nil},
+		{"table_in_sample", true, nil},
+		{"table_speculable", false, func(tool string) bool { return tool == "read" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Run(t.Context(), sessions(), ahead, script{}, &Options{BaselineInSample: tc.inSample})
+			res, err := Run(t.Context(), sessions(), ahead, script{}, &Options{BaselineInSample: tc.inSample, Speculable: tc.speculable})
 			if err != nil {
 				t.Fatal(err)
 			}

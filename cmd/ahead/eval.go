@@ -8,6 +8,7 @@ import (
 	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/evaluate"
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 )
 
@@ -27,7 +28,11 @@ calibration table compares predicted P with how often the call was made in
 that step. The same metrics are computed for the reference n-gram predictor
 (tool trigram + repeat-last-arguments), trained on --train traces, or with a
 split on the other part of the same traces, or else on the evaluated traces
-themselves (in-sample, reported as such).`
+themselves (in-sample, reported as such).
+
+With --policy, the calls the policy lets ahead run and hand over (tools at
+the full level) are also scored apart, ranked among the predictions of such
+tools alone: the guesses that can save time, as the engine would run them.`
 
 func runEval(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "eval", "eval --patterns pool.json [flags] TRACE...", evalHelp)
@@ -40,6 +45,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	var train stringList
 	fs.Var(&train, "train", "traces to train the n-gram baseline on; repeatable")
 	ngramN := fs.Int("ngram", 3, "n of the baseline's tool n-gram")
+	policyPath := fs.String("policy", "", "speculation policy YAML `file`: also score the calls it lets ahead run")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +54,13 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	if fs.NArg() == 0 {
 		return usageErr("no trace files given")
+	}
+	var pol *policy.Policy
+	if *policyPath != "" {
+		var err error
+		if pol, err = policy.Load(*policyPath); err != nil {
+			return err
+		}
 	}
 	pool, err := pattern.Load(*poolPath)
 	if err != nil {
@@ -85,6 +98,9 @@ func runEval(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	opts := &evaluate.Options{BaselineInSample: inSample}
+	if pol != nil {
+		opts.Speculable = func(tool string) bool { return pol.Lookup(tool).Level() == policy.LevelFull }
+	}
 	if *predOut != "" {
 		f, err := os.Create(*predOut)
 		if err != nil {

@@ -139,6 +139,16 @@ func TestMineAndEval(t *testing.T) {
 		t.Errorf("eval text output (exit %d):\n%s", code, out)
 	}
 
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte("speculation_policy:\n  tools: {read_item: {allow: true}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCLI(t, "eval", "--patterns", pool, "--policy", pol, tr)
+	// All 40 sessions: three read_item calls each.
+	if want := "ahead on the 120 calls the policy may run"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("eval --policy (exit %d), want %q:\n%s", code, want, out)
+	}
+
 	code, out, _ = runCLI(t, "patterns", "show", "--top", "3", pool)
 	if code != 0 || !strings.Contains(out, "read_item(name = each(") || strings.Count(out, "→") < 3 {
 		t.Errorf("patterns show (exit %d):\n%s", code, out)
@@ -167,6 +177,8 @@ func TestMineEvalErrors(t *testing.T) {
 	bad := filepath.Join(dir, "bad.jsonl")
 	os.WriteFile(bad, []byte(`{"session":"s","seq":0,"tool":"t","status":"ok"}`+"\n"+`{"session":"s","seq":1,"tool":"t","status":"maybe"}`+"\n"+`{"session":"s","seq":2,"tool":"t","status":"ok"}`+"\n"), 0o644)
 	pool := filepath.Join(dir, "pool.json")
+	badPolicy := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(badPolicy, []byte("speculation_policy:\n  tools: {read_item: {allow: maybe}}\n"), 0o644)
 	tests := []struct {
 		args []string
 		code int
@@ -184,6 +196,7 @@ func TestMineEvalErrors(t *testing.T) {
 		{[]string{"mine", "-o", pool, bad}, 1, bad + ":2: field \"status\""},
 		{[]string{"eval", tr}, 2, "--patterns"},
 		{[]string{"eval", "--patterns", filepath.Join(dir, "nope.json"), tr}, 1, "nope.json"},
+		{[]string{"eval", "--patterns", pool, "--policy", badPolicy, tr}, 1, badPolicy + ":2:"},
 		{[]string{"patterns", "list", pool}, 2, "show"},
 		{[]string{"patterns", "show"}, 2, "one pool file"},
 	}
