@@ -269,6 +269,23 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// streamChat streams a chat completion to its end and returns its message.
+func streamChat(t *testing.T, client *openai.Client, params openai.ChatCompletionNewParams) openai.ChatCompletionMessage {
+	t.Helper()
+	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) == 0 {
+		t.Fatal("the stream had no choice")
+	}
+	return acc.Choices[0].Message
+}
+
 func (e *env) openaiClient(session string) *openai.Client {
 	opts := []option.RequestOption{
 		option.WithBaseURL(e.srv.URL + "/v1"), option.WithAPIKey("sk-secret"), option.WithMaxRetries(0),
@@ -322,14 +339,7 @@ func TestOpenAIChatStreaming(t *testing.T) {
 		Model:    "gpt-test",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("Copy a.txt to b.txt.")},
 	}
-	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	msg := streamChat(t, client, params)
 	e.checkRelayed(t, e.openai, "/v1/chat/completions")
 	if got := e.openai.last().header.Get("Authorization"); got != "Bearer sk-secret" {
 		t.Errorf("upstream Authorization = %q, want the agent's key passed through", got)
@@ -337,7 +347,7 @@ func TestOpenAIChatStreaming(t *testing.T) {
 	if got := e.rec.header.Get("X-Request-Id"); got != "req_123" {
 		t.Errorf("X-Request-Id = %q, want the upstream's header relayed", got)
 	}
-	calls := acc.Choices[0].Message.ToolCalls
+	calls := msg.ToolCalls
 	if len(calls) != 2 || calls[0].Function.Name != "read_file" || calls[1].Function.Arguments != `{"path":"b.txt","text":"hi"}` {
 		t.Errorf("the SDK assembled %+v, want both calls", calls)
 	}
@@ -364,7 +374,7 @@ func TestOpenAIChatStreaming(t *testing.T) {
 	// The next turn resends the history: only what is new is heard, and
 	// tool results never are.
 	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}]}`)
-	params.Messages = append(params.Messages, acc.Choices[0].Message.ToParam(),
+	params.Messages = append(params.Messages, msg.ToParam(),
 		openai.ToolMessage("contents of a", "call_a"), openai.ToolMessage("ok", "call_b"), openai.UserMessage("Thanks."))
 	if _, err := client.Chat.Completions.New(t.Context(), params); err != nil {
 		t.Fatal(err)
@@ -611,14 +621,7 @@ func TestNoSessionLinks(t *testing.T) {
 		Model:    "gpt-test",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Copy a.txt to b.txt.")},
 	}
-	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	msg := streamChat(t, client, params)
 	e.checkRelayed(t, e.openai, "/v1/chat/completions")
 	e.gw.Close()
 	g, ok := e.linker.Session("read_file", []byte(`{"path":"a.txt"}`))
@@ -648,7 +651,7 @@ func TestNoSessionLinks(t *testing.T) {
 	// The next request returns the calls' results: the same conversation,
 	// heard in the tool side's session, only what is new.
 	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}]}`)
-	params.Messages = append(params.Messages, acc.Choices[0].Message.ToParam(),
+	params.Messages = append(params.Messages, msg.ToParam(),
 		openai.ToolMessage("contents of a", "call_a"), openai.ToolMessage("ok", "call_b"), openai.UserMessage("Thanks."))
 	if _, err := client.Chat.Completions.New(t.Context(), params); err != nil {
 		t.Fatal(err)
@@ -766,17 +769,10 @@ func TestSlowParserSameConversation(t *testing.T) {
 	client := e.openaiClient("")
 	params := openai.ChatCompletionNewParams{
 		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Copy a.txt to b.txt.")}}
-	stream := client.Chat.Completions.NewStreaming(t.Context(), params)
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	msg := streamChat(t, client, params)
 	// The relay does not wait for the parser: the response is whole.
 	e.openai.handle = e.openai.json(200, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}]}`)
-	params.Messages = append(params.Messages, acc.Choices[0].Message.ToParam(),
+	params.Messages = append(params.Messages, msg.ToParam(),
 		openai.ToolMessage("contents of a", "call_a"), openai.ToolMessage("ok", "call_b"), openai.UserMessage("Thanks."))
 	if _, err := client.Chat.Completions.New(t.Context(), params); err != nil {
 		t.Fatal(err)
