@@ -810,6 +810,9 @@ func TestLinkerLate(t *testing.T) {
 	if into, ok := l.Remember("llm-b", "c1", "read", []byte(`{"id":1}`), before); ok {
 		t.Errorf("a second emission of a call already linked = %q, want no link", into)
 	}
+	if len(l.madeKeys) != 0 {
+		t.Errorf("the call that linked is still kept: %v", l.madeKeys)
+	}
 
 	l.Link("tools-1", key(`{"id":2}`))
 	if into, ok := l.Remember("llm-c", "c2", "read", []byte(`{"id":2}`), time.Now().Add(time.Minute)); ok {

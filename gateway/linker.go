@@ -137,7 +137,11 @@ func (l *Linker) lateLinkLocked(session string, key callkey.Key, since time.Time
 	if into == "" {
 		return "", false
 	}
-	delete(l.madeKeys[key], into)
+	if m := l.madeKeys[key]; len(m) == 1 {
+		delete(l.madeKeys, key)
+	} else {
+		delete(m, into)
+	}
 	l.linkLocked(session, into)
 	return into, true
 }
