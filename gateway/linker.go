@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -44,16 +45,28 @@ type Linker struct {
 	links map[string]string // gateway session → the tool-side session it was folded into
 	order []string          // keys of links, oldest first (bounded by limit)
 
-	// Tool-side calls no model had emitted when they were made.
+	// Tool-side calls no model had emitted when they were made, by a
+	// digest of their key: a tool's arguments may be large, and a
+	// collision would only link two sessions that share no work.
 	made     []madeCall // a ring like ring
 	madeNext int
-	madeKeys map[callkey.Key]map[string]time.Time // call key → tool-side session → latest time
+	madeKeys map[uint64]map[string]time.Time // key digest → tool-side session → latest time
 }
 
 type madeCall struct {
 	session string
-	key     callkey.Key
+	key     uint64
 	at      time.Time
+}
+
+// keyDigest is a call key's 64-bit digest.
+func keyDigest(k callkey.Key) uint64 {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	h.WriteString(k.Tool)
+	h.WriteByte(0)
+	h.WriteString(k.Args)
+	return h.Sum64()
 }
 
 type linked struct {
@@ -73,7 +86,7 @@ func NewLinker(n int) *Linker {
 		ring: make([]linked, n), limit: n,
 		keys: map[callkey.Key]map[string]int{}, ids: map[string]map[string]int{},
 		links: map[string]string{},
-		made:  make([]madeCall, n), madeKeys: map[callkey.Key]map[string]time.Time{},
+		made:  make([]madeCall, n), madeKeys: map[uint64]map[string]time.Time{},
 	}
 }
 
@@ -125,7 +138,8 @@ func (l *Linker) lateLinkLocked(session string, key callkey.Key, since time.Time
 	if from, ok := only(l.keys[key]); !ok || from != session {
 		return "", false
 	}
-	for s, at := range l.madeKeys[key] {
+	d := keyDigest(key)
+	for s, at := range l.madeKeys[d] {
 		if at.Before(since) || s == session {
 			continue
 		}
@@ -137,8 +151,8 @@ func (l *Linker) lateLinkLocked(session string, key callkey.Key, since time.Time
 	if into == "" {
 		return "", false
 	}
-	if m := l.madeKeys[key]; len(m) == 1 {
-		delete(l.madeKeys, key)
+	if m := l.madeKeys[d]; len(m) == 1 {
+		delete(l.madeKeys, d)
 	} else {
 		delete(m, into)
 	}
@@ -157,7 +171,7 @@ func (l *Linker) linkLocked(from, into string) {
 }
 
 // madeLocked keeps a tool-side call no model had emitted.
-func (l *Linker) madeLocked(session string, key callkey.Key, at time.Time) {
+func (l *Linker) madeLocked(session string, key uint64, at time.Time) {
 	old := &l.made[l.madeNext]
 	if m := l.madeKeys[old.key]; m != nil && old.session != "" && m[old.session].Equal(old.at) {
 		if delete(m, old.session); len(m) == 0 {
@@ -250,12 +264,12 @@ func (l *Linker) SessionOfID(id string) (session string, ok bool) {
 // A session that could be either of two links to neither. A call no
 // session has emitted is kept for Remember, which may link it later.
 func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
-	now := time.Now()
+	now, d := time.Now(), keyDigest(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	emitted := l.keys[key]
 	if len(emitted) == 0 {
-		l.madeLocked(session, key, now)
+		l.madeLocked(session, d, now)
 		return "", false
 	}
 	from, ok = only(emitted)
