@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/ahead-dev/ahead/convo"
@@ -30,6 +31,10 @@ that step. The same metrics are computed for the reference n-gram predictor
 split on the other part of the same traces, or else on the evaluated traces
 themselves (in-sample, reported as such).
 
+With --relearn-every N, the predictor also mines the calls it has seen every
+N sessions and adds the patterns the pool lacks, as a running ahead does at
+its checkpoints: the figure for a domain the pool was not mined on.
+
 With --policy, the calls the policy lets ahead run and hand over (tools at
 the full level) are also scored apart, ranked among the predictions of such
 tools alone: the guesses that can save time, as the engine would run them.`
@@ -42,6 +47,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	predOut := fs.String("predictions", "", "write each call's ranked predictions to this JSONL file")
 	asJSON := fs.Bool("json", false, "print the metrics as JSON")
 	learn := fs.Bool("learn", false, "let the predictor learn online from the evaluated traces as it goes (as a running ahead does)")
+	relearnEvery := fs.Int("relearn-every", 0, "mine the calls seen so far every `N` sessions, adding the patterns the pool lacks (implies --learn; 0: never)")
 	var train stringList
 	fs.Var(&train, "train", "traces to train the n-gram baseline on; repeatable")
 	ngramN := fs.Int("ngram", 3, "n of the baseline's tool n-gram")
@@ -54,6 +60,9 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	if fs.NArg() == 0 {
 		return usageErr("no trace files given")
+	}
+	if *relearnEvery < 0 {
+		return usageErr("--relearn-every must be 0 or more sessions, got %d", *relearnEvery)
 	}
 	var pol *policy.Policy
 	if *policyPath != "" {
@@ -93,7 +102,12 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	ngram := predict.NewNGram(*ngramN)
 	ngram.Train(baseTrain)
-	online, err := convo.Serve(pool, &predict.OnlineOptions{Frozen: !*learn})
+	var online evaluate.Predictor
+	if *relearnEvery > 0 {
+		online, err = newRelearner(pool, *relearnEvery)
+	} else {
+		online, err = convo.Serve(pool, &predict.OnlineOptions{Frozen: !*learn})
+	}
 	if err != nil {
 		return err
 	}
@@ -113,8 +127,44 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if r, ok := online.(*relearner); ok && r.err != nil {
+		return r.err
+	}
 	if *asJSON {
 		return res.WriteJSON(e.stdout)
 	}
 	return res.WriteTable(e.stdout)
+}
+
+// relearner is the predictor of eval --relearn-every: a Learner with the
+// pool's conversation model, which mines the calls it has seen every so
+// many sessions, as a running ahead does at its checkpoints.
+type relearner struct {
+	*predict.Joined
+	l     *predict.Learner
+	every int
+	ended int
+	err   error // the first failed relearn
+}
+
+func newRelearner(pool *pattern.Pool, every int) (*relearner, error) {
+	l, err := predict.NewLearner(pool, nil)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := convo.Parts(pool)
+	if err != nil {
+		return nil, err
+	}
+	return &relearner{Joined: predict.Join(append([]predict.Part{l}, parts...)...), l: l, every: every}, nil
+}
+
+// Forget ends a session, and relearns every r.every sessions.
+func (r *relearner) Forget(session string) {
+	r.Joined.Forget(session)
+	if r.ended++; r.ended%r.every == 0 && r.err == nil {
+		if _, err := r.l.Relearn(); err != nil {
+			r.err = fmt.Errorf("relearning after %d sessions: %w", r.ended, err)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ahead-dev/ahead/evaluate"
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
 )
 
 // runCLI runs the command line and returns its exit code and outputs.
@@ -155,6 +156,42 @@ func TestMineAndEval(t *testing.T) {
 	}
 }
 
+// TestEvalRelearn: from a pool that knows none of the tools (an empty one),
+// eval --relearn-every mines what it has seen every few sessions, as a
+// running ahead does at its checkpoints, and predicts the rest; frozen, or
+// learning counts alone, it predicts nothing.
+func TestEvalRelearn(t *testing.T) {
+	dir := t.TempDir()
+	tr, _ := writeListTrace(t, dir, 40)
+	pool := filepath.Join(dir, "empty.json")
+	if err := predict.EmptyPool().Save(pool); err != nil {
+		t.Fatal(err)
+	}
+	exact := func(args ...string) float64 {
+		t.Helper()
+		code, out, errOut := runCLI(t, append(append([]string{"eval", "--json", "--patterns", pool}, args...), tr)...)
+		if code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", args, code, errOut)
+		}
+		var res struct{ Ahead evaluate.Metrics }
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Ahead.ExactAt1
+	}
+	if got := exact(); got != 0 {
+		t.Errorf("frozen empty pool: exact_at_1 %.3f, want 0", got)
+	}
+	if got := exact("--learn"); got != 0 {
+		t.Errorf("--learn alone: exact_at_1 %.3f, want 0 (counts of no pattern)", got)
+	}
+	// Relearnt after 5 sessions, the three reads of each of the other 35
+	// are predicted from the list: 105 of 160 calls.
+	if got := exact("--relearn-every", "5"); got != 105.0/160 {
+		t.Errorf("--relearn-every 5: exact_at_1 %.3f, want 105/160", got)
+	}
+}
+
 func TestMineDeterministicFile(t *testing.T) {
 	dir := t.TempDir()
 	tr, _ := writeListTrace(t, dir, 10)
@@ -197,6 +234,7 @@ func TestMineEvalErrors(t *testing.T) {
 		{[]string{"eval", tr}, 2, "--patterns"},
 		{[]string{"eval", "--patterns", filepath.Join(dir, "nope.json"), tr}, 1, "nope.json"},
 		{[]string{"eval", "--patterns", pool, "--policy", badPolicy, tr}, 1, badPolicy + ":2:"},
+		{[]string{"eval", "--patterns", pool, "--relearn-every", "-1", tr}, 2, "--relearn-every"},
 		{[]string{"patterns", "list", pool}, 2, "show"},
 		{[]string{"patterns", "show"}, 2, "one pool file"},
 	}
