@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -59,15 +58,6 @@ type madeCall struct {
 	at      time.Time
 }
 
-// keyDigest is a call key's 64-bit digest.
-func keyDigest(k callkey.Key) uint64 {
-	var h maphash.Hash
-	h.SetSeed(digestSeed)
-	h.WriteString(k.Tool)
-	h.WriteByte(0)
-	h.WriteString(k.Args)
-	return h.Sum64()
-}
 
 type linked struct {
 	session string
@@ -138,7 +128,7 @@ func (l *Linker) lateLinkLocked(session string, key callkey.Key, since time.Time
 	if from, ok := only(l.keys[key]); !ok || from != session {
 		return "", false
 	}
-	d := keyDigest(key)
+	d := key.Hash()
 	for s, at := range l.madeKeys[d] {
 		if at.Before(since) || s == session {
 			continue
@@ -264,7 +254,7 @@ func (l *Linker) SessionOfID(id string) (session string, ok bool) {
 // A session that could be either of two links to neither. A call no
 // session has emitted is kept for Remember, which may link it later.
 func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
-	now, d := time.Now(), keyDigest(key)
+	now, d := time.Now(), key.Hash()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	emitted := l.keys[key]
