@@ -16,8 +16,10 @@ const DefaultLinkerCalls = 4096
 // exact evidence only: the call's key (tool name and canonical arguments,
 // package callkey) or its call id. It answers only when exactly one session
 // emitted a matching call among the last calls it remembers; when two could
-// match it links neither. It keeps keys and ids, never anything else, and
-// forgets the oldest call first. It is safe for concurrent use.
+// match it links neither. It keeps 64-bit digests of keys (a call's
+// arguments may be large; a collision would only link two sessions that
+// share no work) and ids, never anything else, and forgets the oldest call
+// first. It is safe for concurrent use.
 //
 // The gateway remembers the calls of the sessions it names itself (requests
 // without Ahead-Session). A conversation's next request is known by the
@@ -38,15 +40,13 @@ type Linker struct {
 	ring  []linked   // the remembered calls, oldest at next once full
 	next  int
 	full  bool
-	keys  map[callkey.Key]map[string]int // call key → session → count
-	ids   map[string]map[string]int      // call id → session → count
+	keys  map[uint64]map[string]int // call key digest (callkey.Key.Hash) → session → count
+	ids   map[string]map[string]int // call id → session → count
 	limit int
 	links map[string]string // gateway session → the tool-side session it was folded into
 	order []string          // keys of links, oldest first (bounded by limit)
 
-	// Tool-side calls no model had emitted when they were made, by a
-	// digest of their key: a tool's arguments may be large, and a
-	// collision would only link two sessions that share no work.
+	// Tool-side calls no model had emitted when they were made.
 	made     []madeCall // a ring like ring
 	madeNext int
 	madeKeys map[uint64]map[string]time.Time // key digest → tool-side session → latest time
@@ -58,10 +58,10 @@ type madeCall struct {
 	at      time.Time
 }
 
-
 type linked struct {
 	session string
-	key     callkey.Key
+	key     uint64 // the call key's digest, if hasKey
+	hasKey  bool
 	id      string
 	valid   bool // false once forgotten
 }
@@ -74,7 +74,7 @@ func NewLinker(n int) *Linker {
 	}
 	return &Linker{
 		ring: make([]linked, n), limit: n,
-		keys: map[callkey.Key]map[string]int{}, ids: map[string]map[string]int{},
+		keys: map[uint64]map[string]int{}, ids: map[string]map[string]int{},
 		links: map[string]string{},
 		made:  make([]madeCall, n), madeKeys: map[uint64]map[string]time.Time{},
 	}
@@ -95,7 +95,7 @@ func (l *Linker) Remember(session, id, tool string, args []byte, since time.Time
 	key, err := callkey.Make(tool, args)
 	e := linked{session: session, id: id, valid: true}
 	if err == nil {
-		e.key = key
+		e.key, e.hasKey = key.Hash(), true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -106,29 +106,28 @@ func (l *Linker) Remember(session, id, tool string, args []byte, since time.Time
 	if l.next++; l.next == l.limit {
 		l.next, l.full = 0, true
 	}
-	if e.key.Tool != "" {
+	if e.hasKey {
 		add(l.keys, e.key, session)
 	}
 	if id != "" {
 		add(l.ids, id, session)
 	}
-	if e.key.Tool == "" {
+	if !e.hasKey {
 		return "", false
 	}
 	return l.lateLinkLocked(session, e.key, since)
 }
 
 // lateLinkLocked links session, whose model has just emitted the call
-// with key, to the one tool-side session that made that call at or after
-// since, when nothing else could claim it.
-func (l *Linker) lateLinkLocked(session string, key callkey.Key, since time.Time) (into string, ok bool) {
+// whose key has digest d, to the one tool-side session that made that call
+// at or after since, when nothing else could claim it.
+func (l *Linker) lateLinkLocked(session string, d uint64, since time.Time) (into string, ok bool) {
 	if _, linked := l.links[session]; linked {
 		return "", false
 	}
-	if from, ok := only(l.keys[key]); !ok || from != session {
+	if from, ok := only(l.keys[d]); !ok || from != session {
 		return "", false
 	}
-	d := key.Hash()
 	for s, at := range l.madeKeys[d] {
 		if at.Before(since) || s == session {
 			continue
@@ -203,7 +202,7 @@ func (l *Linker) dropLocked(e *linked) {
 	if !e.valid {
 		return
 	}
-	if e.key.Tool != "" {
+	if e.hasKey {
 		remove(l.keys, e.key, e.session)
 	}
 	if e.id != "" {
@@ -229,9 +228,10 @@ func (l *Linker) Session(tool string, args []byte) (session string, ok bool) {
 	if err != nil {
 		return "", false
 	}
+	d := key.Hash()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return only(l.keys[key])
+	return only(l.keys[d])
 }
 
 // SessionOfID returns the one session whose model emitted the call with
@@ -257,7 +257,7 @@ func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
 	now, d := time.Now(), key.Hash()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	emitted := l.keys[key]
+	emitted := l.keys[d]
 	if len(emitted) == 0 {
 		l.madeLocked(session, d, now)
 		return "", false
