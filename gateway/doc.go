@@ -55,5 +55,6 @@
 // What the gateway never stores: api keys and other headers (they pass
 // through and are never logged), message text, tool arguments, or bodies.
 // It keeps, per session, one 64-bit digest per message heard, and the
-// Linker keeps the call keys and ids of a bounded number of recent calls.
+// Linker keeps 64-bit digests of the call keys, and the call ids, of a bounded
+// number of recent calls.
 package gateway
