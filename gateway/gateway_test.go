@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -841,6 +842,19 @@ func TestLinkerForgetsOldest(t *testing.T) {
 	}
 	if s, ok := l.SessionOfID("id-g"); !ok || s != "llm-g" {
 		t.Errorf("SessionOfID(id-g) = %q, %v; want llm-g", s, ok)
+	}
+
+	// Three sessions emit one call, then other calls push them out one
+	// by one: the key is ambiguous until one session is left.
+	l = NewLinker(4)
+	for _, s := range []string{"a", "b", "c"} {
+		l.Remember("llm-"+s, "", "read", []byte(`{"id":1}`), time.Time{})
+	}
+	for i, want := range []string{"", "", "llm-c"} {
+		l.Remember("llm-x", "", "list", []byte(`{"n":`+strconv.Itoa(i)+`}`), time.Time{})
+		if s, _ := l.Session("read", []byte(`{"id":1}`)); s != want {
+			t.Errorf("after %d other calls, Session = %q, want %q", i+1, s, want)
+		}
 	}
 }
 
