@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
@@ -268,4 +269,33 @@ func BenchmarkStreamTimeWait(b *testing.B) {
 	b.ReportMetric(float64(waits[len(waits)/2])/float64(latency), "wait/latency-p50")
 	b.ReportMetric(float64(waits[len(waits)*99/100])/float64(latency), "wait/latency-p99")
 	b.ReportMetric(float64(max(0, latency-rest)+10*time.Millisecond)/float64(latency), "bound/latency")
+}
+
+// BenchmarkLink is what the Linker adds to an agent's call on the tool
+// side (engine.Linker, asked on every call): Link for a call no model
+// emitted (it is kept for a late link), with arguments of the given size,
+// the Linker full of remembered calls.
+func BenchmarkLink(b *testing.B) {
+	for _, size := range []int{100, 64 << 10} {
+		b.Run(fmt.Sprintf("args=%dB", size), func(b *testing.B) {
+			l := NewLinker(0)
+			for i := range DefaultLinkerCalls {
+				l.Remember(fmt.Sprintf("llm-%d", i%64), fmt.Sprintf("call_%d", i), "read", []byte(fmt.Sprintf(`{"id":%d}`, i)), time.Time{})
+			}
+			keys := make([]callkey.Key, 256)
+			for i := range keys {
+				args := fmt.Sprintf(`{"path":"/f/%d","text":%q}`, i, strings.Repeat("x", size))
+				k, err := callkey.Make("write", []byte(args))
+				if err != nil {
+					b.Fatal(err)
+				}
+				keys[i] = k
+			}
+			i := 0
+			for b.Loop() {
+				l.Link("tools", keys[i%len(keys)])
+				i++
+			}
+		})
+	}
 }
