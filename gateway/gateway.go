@@ -114,13 +114,13 @@ type Gateway struct {
 	hist      *histories
 	wg        sync.WaitGroup // parse goroutines
 
-	mu    sync.Mutex     // protects ended
-	ended map[*turn]bool // turns whose body has ended and whose parser has not (turn.before)
+	mu    sync.Mutex         // protects ended
+	ended map[*turn]struct{} // turns whose body has ended and whose parser has not (turn.before)
 }
 
 // New returns a gateway. opts must name at least one upstream.
 func New(opts *Options) (*Gateway, error) {
-	g := &Gateway{}
+	g := &Gateway{ended: map[*turn]struct{}{}}
 	if opts != nil {
 		g.opts = *opts
 	}

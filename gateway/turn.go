@@ -137,13 +137,12 @@ type turn struct {
 	api     api
 	tee     *tee
 	resp    chan response // the response's head, or closed: none came
-	parsed  chan struct{} // closed when run returns
+	parsed  chan struct{} // closed when run returns, under Gateway.mu
 	// before are the turns whose body had ended, unparsed, when this
 	// one began (only when the gateway names its session): run waits
 	// for them before it names it. A turn waits only for turns that
 	// ended before it began, so no two wait for each other.
-	before     []*turn
-	parsedDone bool // under Gateway.mu: run has returned
+	before []*turn
 }
 
 type response struct {
@@ -187,23 +186,21 @@ func (t *turn) close(cut bool) {
 	t.tee.Close(cut)
 	g := t.g
 	g.mu.Lock()
-	if !t.parsedDone {
-		if g.ended == nil {
-			g.ended = map[*turn]bool{}
-		}
-		g.ended[t] = true
+	select {
+	case <-t.parsed: // run has returned: nothing to wait for
+	default:
+		g.ended[t] = struct{}{}
 	}
 	g.mu.Unlock()
 }
 
-// finish marks the turn parsed.
+// finish marks the turn parsed (under Gateway.mu, so that close sees it).
 func (t *turn) finish() {
 	g := t.g
 	g.mu.Lock()
-	t.parsedDone = true
+	close(t.parsed)
 	delete(g.ended, t)
 	g.mu.Unlock()
-	close(t.parsed)
 }
 
 func (t *turn) run(ctx context.Context, body []byte) {
