@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 )
 
 var (
-	fieldsBackend = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve", "state"}
+	fieldsBackend = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve", "state", "path_root"}
 	fieldsHTTP    = []string{"url", "timeout", "headers", "max_response_bytes"}
 	fieldsExec    = []string{"command", "timeout", "dir", "env", "max_output_bytes"}
 )
@@ -60,6 +61,14 @@ func (p *parser) backends(n *yaml.Node, field string) []Backend {
 						b.PerSession = true
 					default:
 						p.Errorf(v, f, "want shared (the default: every session sees the same data) or per_session, got %q", s)
+					}
+				}
+			case "path_root":
+				if s, ok := p.Str(v, f); ok {
+					if !filepath.IsAbs(s) && !path.IsAbs(s) {
+						p.Errorf(v, f, "want an absolute directory (where the backend resolves relative paths), got %q", s)
+					} else {
+						b.PathRoot = s
 					}
 				}
 			default:

@@ -126,6 +126,24 @@ type Backend struct {
 	// (`state: per_session`): a write then reaches only its own
 	// session's speculative work. The default is shared state.
 	PerSession bool
+	// PathRoot is the absolute directory the backend resolves relative
+	// path arguments against (`path_root`), so that they compare with
+	// absolute ones; "" means its working directory for an exec backend
+	// and unknown for an HTTP one.
+	PathRoot string
+}
+
+// PathSpace returns how the backend's path arguments name files (policy
+// `as: path`): an exec backend runs on this machine, in its Dir.
+func (b Backend) PathSpace() policy.PathSpace {
+	sp := policy.PathSpace{Root: b.PathRoot}
+	if b.Exec != nil {
+		sp.Local = true
+		if sp.Root == "" {
+			sp.Root, _ = filepath.Abs(b.Exec.Dir) // "" (unknown) if it fails
+		}
+	}
+	return sp
 }
 
 // HTTPBackend is a backend reached by HTTP (package backend/remote).

@@ -21,6 +21,7 @@ type authCall struct {
 	key     callkey.Key
 	args    json.RawMessage // canonical
 	rule    policy.Tool
+	effect  policy.Effect // what it may change, unless read-only
 	backend string
 	seq     int
 	step    int
@@ -186,7 +187,7 @@ func (c *authCall) finish(res Result, err error) {
 	if !c.rule.IsReadOnly() && e.disabled&ruleCompletion == 0 {
 		// Again after the write: anything speculated while it ran may
 		// have read the old state.
-		e.invalidateLocked(s, c.backend, c.rule, c.args)
+		e.invalidateLocked(s, c.backend, c.effect)
 	}
 	if !c.rule.IsReadOnly() {
 		// The agent may read again what its own write changed. Another

@@ -104,6 +104,12 @@ type Backend struct {
 	// the state is shared, so a write invalidates speculative reads in
 	// every session.
 	PerSession bool
+	// Paths says how the backend's path arguments (`as: path` in the
+	// policy) name files: its root for relative paths, and whether it runs
+	// on this machine, so that symlinks are resolved (policy.PathSpace).
+	// The zero value knows neither: a relative and an absolute path then
+	// conflict, and paths compare by their elements.
+	Paths policy.PathSpace
 }
 
 // Options configure an Engine. The zero value of each field is valid and
@@ -260,9 +266,10 @@ type Engine struct {
 	opts       Options
 	sched      *sched.Scheduler
 	backends   map[string]backend.Backend
-	routes     map[string]string // tool → backend, for the default router
-	fallback   string            // backend for unlisted tools
-	perSession map[string]bool   // backends whose state is per session
+	routes     map[string]string           // tool → backend, for the default router
+	fallback   string                      // backend for unlisted tools
+	perSession map[string]bool             // backends whose state is per session
+	spaces     map[string]policy.PathSpace // how each backend's paths name files
 	metrics    *metrics
 	tracer     oteltrace.Tracer // nil: no spans
 	policy     atomic.Pointer[policy.Policy]
@@ -308,6 +315,7 @@ func New(opts Options) *Engine {
 		backends:   make(map[string]backend.Backend),
 		routes:     make(map[string]string),
 		perSession: make(map[string]bool),
+		spaces:     make(map[string]policy.PathSpace),
 		sessions:   make(map[string]*session),
 		shared:     make(map[callkey.Key]*entry),
 		tools:      make(map[string]*toolStats),
@@ -324,6 +332,7 @@ func New(opts Options) *Engine {
 		e.backends[name] = b.Backend
 		limits[name] = b.Limits
 		e.perSession[name] = b.PerSession
+		e.spaces[name] = b.Paths
 		if len(b.Tools) == 0 {
 			unlisted = append(unlisted, name)
 		}
@@ -456,6 +465,11 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	}
 	rule := e.policy.Load().Lookup(tool)
 	canon := json.RawMessage(key.Args)
+	var ef policy.Effect
+	if !rule.IsReadOnly() {
+		// Outside the lock: resolving paths may stat their folders.
+		ef = rule.EffectIn(canon, e.spaces[bname])
+	}
 	if e.opts.Linker != nil {
 		if from, ok := e.opts.Linker.Link(sessionID, key); ok {
 			e.Join(from, sessionID)
@@ -485,13 +499,13 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	s.seq++
 	s.running[key]++
 	if !rule.IsReadOnly() {
-		e.invalidateLocked(s, bname, rule, canon)
+		e.invalidateLocked(s, bname, ef)
 	}
 	en := e.claimLocked(s, key, rule, arrive)
 	e.unlock()
 
 	call := &authCall{
-		e: e, s: s, tool: tool, key: key, args: canon, rule: rule,
+		e: e, s: s, tool: tool, key: key, args: canon, rule: rule, effect: ef,
 		backend: bname, seq: seq, step: step, think: think, thinkHeard: thinkHeard, arrive: arrive,
 	}
 	var span oteltrace.Span

@@ -14,6 +14,7 @@ var Rules = map[string]rule{
 	"unnamed-reads":   ruleUnnamedReads,
 	"volatile":        ruleVolatile,
 	"not-cancellable": ruleNotCancellable,
+	"path-aliases":    rulePathAliases,
 }
 
 // DisableRule turns a freshness rule off, for the mutation check only.

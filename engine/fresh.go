@@ -31,23 +31,25 @@ import (
 // resources they read. A session's own entries are found through the
 // session (at most MaxSessionEntries of them).
 type hazardIndex struct {
-	all   map[*entry]struct{}            // every entry reachable across sessions
+	all   map[*entry][]string            // every entry reachable across sessions → its keys
 	wild  map[*entry]struct{}            // those that may depend on anything
-	byRes map[string]map[*entry]struct{} // those reading a resource, by resource
+	byRes map[string]map[*entry]struct{} // those reading a resource, by index key (Footprint.Keys)
 }
 
 func (x *hazardIndex) add(en *entry) {
 	if x.all == nil {
-		x.all = make(map[*entry]struct{})
+		x.all = make(map[*entry][]string)
 		x.wild = make(map[*entry]struct{})
 		x.byRes = make(map[string]map[*entry]struct{})
 	}
-	x.all[en] = struct{}{}
 	if en.fp.Any {
+		x.all[en] = nil
 		x.wild[en] = struct{}{}
 		return
 	}
-	for _, r := range en.fp.Resources {
+	keys := en.fp.Keys()
+	x.all[en] = keys
+	for _, r := range keys {
 		m := x.byRes[r]
 		if m == nil {
 			m = make(map[*entry]struct{})
@@ -58,12 +60,13 @@ func (x *hazardIndex) add(en *entry) {
 }
 
 func (x *hazardIndex) remove(en *entry) {
-	if _, ok := x.all[en]; !ok {
+	keys, ok := x.all[en]
+	if !ok {
 		return
 	}
 	delete(x.all, en)
 	delete(x.wild, en)
-	for _, r := range en.fp.Resources {
+	for _, r := range keys {
 		if m := x.byRes[r]; m != nil {
 			delete(m, en)
 			if len(m) == 0 {
@@ -79,10 +82,9 @@ func (e *Engine) crossSession(en *entry) bool {
 	return en.sess == nil || !e.perSession[en.backend]
 }
 
-// invalidateLocked applies the hazard of a call of session s on backend
+// invalidateLocked applies the hazard ef of a call of session s on backend
 // bname that is not read-only (see the comment at the top of this file).
-func (e *Engine) invalidateLocked(s *session, bname string, rule policy.Tool, args json.RawMessage) {
-	ef := rule.Effect(args)
+func (e *Engine) invalidateLocked(s *session, bname string, ef policy.Effect) {
 	if ef.ReadOnly {
 		return
 	}
@@ -106,7 +108,7 @@ func (e *Engine) invalidateLocked(s *session, bname string, rule policy.Tool, ar
 		for en := range e.hazards.wild {
 			cands = append(cands, en)
 		}
-		for _, r := range ef.Resources {
+		for _, r := range ef.Keys() {
 			for en := range e.hazards.byRes[r] {
 				cands = append(cands, en)
 			}
@@ -130,6 +132,12 @@ func (e *Engine) invalidatesLocked(ef policy.Effect, en *entry) bool {
 			d&ruleNotCancellable != 0 && !en.rule.IsCancellable():
 			return false
 		}
+		if d&rulePathAliases != 0 {
+			// Paths compared as cleaned strings only, as before issue 23.
+			fp := en.fp
+			ef.Paths, fp.Paths = nil, nil
+			return ef.Invalidates(fp)
+		}
 	}
 	return ef.Invalidates(en.fp)
 }
@@ -148,6 +156,7 @@ const (
 	ruleUnnamedReads                    // a declared write reaches reads that name no resource
 	ruleVolatile                        // volatile results live one think window
 	ruleNotCancellable                  // non-cancellable work is invalidated too
+	rulePathAliases                     // paths conflict as the files they may name (policy.Path)
 )
 
 // staleLocked reports whether a volatile entry is claimed outside the think
@@ -238,6 +247,7 @@ func (e *Engine) refreshLocked(en *entry, now time.Time) {
 		utility: en.utility,
 		origins: en.origins,
 		raw:     en.raw,
+		fp:      &en.fp,
 	}
 	// Offered for the position it is predicted for now (en.latest, the
 	// session's next call), so that it may be refreshed again.

@@ -1,11 +1,16 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
@@ -219,4 +224,79 @@ func TestDefaultTTLFollowsThinkTime(t *testing.T) {
 			t.Errorf("read after 2 s: %s, want executed (expired)", res.Source)
 		}
 	})
+}
+
+// Issue 23: a write to a file spelled another way (absolute under the
+// backend's root, through a symlinked folder, through a symlink to the
+// file) invalidates a speculative read of it, on a backend that runs on
+// this machine; a write to a sibling file does not.
+func TestHazardPathAliases(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	for _, err := range []error{
+		os.Mkdir(filepath.Join(root, "docs"), 0o755),
+		os.WriteFile(filepath.Join(root, "docs", "notes.txt"), []byte("v0"), 0o644),
+		os.Symlink("docs", filepath.Join(root, "link")),
+		os.Symlink("notes.txt", filepath.Join(root, "docs", "alias.txt")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	type pathArg struct{ Path, Text string }
+	at := func(args json.RawMessage) (string, pathArg) {
+		var a pathArg
+		json.Unmarshal(args, &a)
+		if !filepath.IsAbs(a.Path) {
+			return filepath.Join(root, a.Path), a
+		}
+		return a.Path, a
+	}
+	fs := backend.Funcs{
+		"list": func(context.Context, json.RawMessage) (string, error) { return "docs", nil },
+		"read": func(_ context.Context, args json.RawMessage) (string, error) {
+			p, _ := at(args)
+			b, err := os.ReadFile(p)
+			return string(b), err
+		},
+		"write": func(_ context.Context, args json.RawMessage) (string, error) {
+			p, a := at(args)
+			return "ok", os.WriteFile(p, []byte(a.Text), 0o644)
+		},
+	}
+	asPath := []policy.Ref{{Arg: "path", As: policy.KindPath}}
+	pol := &policy.Policy{Tools: map[string]policy.Tool{
+		"list":  {Allow: true},
+		"read":  {Allow: true, Reads: asPath},
+		"write": {Writes: asPath},
+	}}
+	for i, w := range []struct {
+		path  string
+		stale bool // whether the read must run again
+	}{
+		{filepath.ToSlash(filepath.Join(root, "docs", "notes.txt")), true},
+		{"link/notes.txt", true},
+		{"docs/alias.txt", true},
+		{"docs/other.txt", false},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, engine.Options{Policy: pol, Predictor: predictAfter("list", read("docs/notes.txt", 0.9)),
+				Backends: map[string]engine.Backend{"fs": {Backend: fs, Paths: policy.PathSpace{Root: root, Local: true}}}})
+			h.call("s", "list", `{}`)
+			time.Sleep(time.Second)
+			text := fmt.Sprintf("v%d", i+1)
+			h.call("s", "write", fmt.Sprintf(`{"path":%q,"text":%q}`, w.path, text))
+			res := h.call("s", "read", `{"path":"docs/notes.txt"}`)
+			want, wantText := engine.Reused, "v0"
+			if w.stale {
+				want, wantText = engine.Executed, text
+			}
+			if res.Source != want || res.Output != wantText && w.stale {
+				t.Errorf("read docs/notes.txt after writing %s: %s %q, want %s %q", w.path, res.Source, res.Output, want, wantText)
+			}
+			os.WriteFile(filepath.Join(root, "docs", "notes.txt"), []byte("v0"), 0o644)
+		})
+	}
 }

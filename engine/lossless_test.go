@@ -31,7 +31,7 @@ import (
 // every read reports the version of each value it read and the epoch, so a
 // stale answer differs from every fresh one:
 //
-//	get {key}            "e<epoch> key=val@ver"; keys are paths, cleaned
+//	get {key}            "e<epoch> key=val@ver"; keys are paths (kvKey)
 //	mget {keys}          the same for several keys
 //	scan {}              every key (a read that names no resource)
 //	peek {key}           get, shared across sessions
@@ -61,6 +61,23 @@ type versioned struct {
 
 func newKV() *kv { return &kv{vals: map[string]versioned{}} }
 
+// kvRoot is where the store's relative keys lie, and kvLink a folder that
+// links to d: "d/k1", "/root/d/k1", "l/k1" and "/root/l/k1" are one key
+// (issue 23), as a file system would see them.
+const kvRoot, kvLink = "/root", "l"
+
+// kvKey returns the key a path names.
+func kvKey(k string) string {
+	k = path.Clean(k)
+	if r, ok := strings.CutPrefix(k, kvRoot+"/"); ok {
+		k = r
+	}
+	if k == kvLink || strings.HasPrefix(k, kvLink+"/") {
+		k = "d" + k[len(kvLink):]
+	}
+	return k
+}
+
 func latency(req backend.Request, lo, spread int) time.Duration {
 	h := fnv.New64a()
 	fmt.Fprint(h, req.Session, req.Tool, string(req.Args))
@@ -84,7 +101,7 @@ func (k *kv) Call(ctx context.Context, req backend.Request) (backend.Response, e
 	show := func(keys ...string) string {
 		s := fmt.Sprintf("e%d", k.epoch)
 		for _, key := range keys {
-			key = path.Clean(key)
+			key = kvKey(key)
 			s += fmt.Sprintf(" %s=%s@%d", key, k.vals[key].val, k.vals[key].ver)
 		}
 		return s
@@ -124,14 +141,14 @@ func (k *kv) Call(ctx context.Context, req backend.Request) (backend.Response, e
 		k.clock++
 		switch req.Tool {
 		case "put":
-			k.vals[path.Clean(a.Key)] = versioned{a.Val, k.clock}
+			k.vals[kvKey(a.Key)] = versioned{a.Val, k.clock}
 		case "move":
-			src, dst := path.Clean(a.Src), path.Clean(a.Dst)
+			src, dst := kvKey(a.Src), kvKey(a.Dst)
 			v := k.vals[src].val
 			k.vals[src] = versioned{"", k.clock}
 			k.vals[dst] = versioned{v, k.clock}
 		case "drop":
-			k.vals[path.Clean(a.Key)] = versioned{"", k.clock}
+			k.vals[kvKey(a.Key)] = versioned{"", k.clock}
 		}
 		out = fmt.Sprintf("ok @%d", k.clock)
 	case "bump":
@@ -202,8 +219,9 @@ func (n *notes) Call(ctx context.Context, req backend.Request) (backend.Response
 
 type call struct{ tool, args string }
 
-// spellings of the shared keys: one resource each, spelled several ways.
-var spellings = []string{"d/k%d", "./d/k%d", "d//k%d", "d/k%d/"}
+// spellings of the shared keys: one resource each, spelled several ways:
+// cleaned or not, absolute under the store's root, through the link.
+var spellings = []string{"d/k%d", "./d/k%d", "d//k%d", "d/k%d/", kvRoot + "/d/k%d", kvLink + "/k%d", kvRoot + "/" + kvLink + "//k%d"}
 
 // randomCall draws one call: mostly reads, many writes.
 func randomCall(r *rand.Rand) call {
@@ -339,10 +357,10 @@ func (w *world) learn(session string, c call, out string) {
 	set := func(m map[string]int, k string) { m[k] = max(m[k], ver) }
 	switch c.tool {
 	case "put", "drop":
-		set(w.keys, path.Clean(a.Key))
+		set(w.keys, kvKey(a.Key))
 	case "move":
-		set(w.keys, path.Clean(a.Src))
-		set(w.keys, path.Clean(a.Dst))
+		set(w.keys, kvKey(a.Src))
+		set(w.keys, kvKey(a.Dst))
 	case "bump":
 		fmt.Sscanf(out, "e%d", &ver)
 		w.epoch = max(w.epoch, ver)
@@ -431,7 +449,8 @@ func runSessions(t *testing.T, o run) runResult {
 	}
 	opts := engine.Options{
 		Backends: map[string]engine.Backend{
-			"kv":    {Backend: k, Limits: sched.Limits{Slots: cmp.Or(o.slots, 4)}, Tools: []string{"get", "mget", "scan", "peek", "slow", "feed", "put", "move", "bump", "drop"}},
+			"kv": {Backend: k, Limits: sched.Limits{Slots: cmp.Or(o.slots, 4)}, Tools: []string{"get", "mget", "scan", "peek", "slow", "feed", "put", "move", "bump", "drop"},
+				Paths: policy.PathSpace{Root: kvRoot}}, // links unseen: a remote store
 			"notes": {Backend: n, Limits: sched.Limits{Slots: cmp.Or(o.slots, 2)}, Tools: []string{"nget", "nput"}, PerSession: true},
 		},
 		Policy:     o.pol,

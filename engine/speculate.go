@@ -30,6 +30,9 @@ type candidate struct {
 	warmup  bool
 	origins origins
 	raw     [maxOrigins]float32 // each origin's p before calibration
+	// fp is what its result may depend on, if known before the lock was
+	// taken (footprints); nil: computed when offered.
+	fp *policy.Footprint
 }
 
 // speculate filters predictions through the policy, deduplicates them,
@@ -43,6 +46,7 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 		return
 	}
 	now := time.Now()
+	pol0, fps := e.footprints(preds)
 	e.mu.Lock()
 	defer e.unlock()
 	if predBytes >= 0 {
@@ -79,10 +83,13 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 	var cands []candidate
 	byKey := make(map[callkey.Key]int, len(preds))
 	minP := e.minProbabilityLocked() // the budget's price, for this batch
-	for _, p := range preds {
+	for i, p := range preds {
 		c, ok := e.candidateLocked(s, pol, p, minP)
 		if !ok {
 			continue
+		}
+		if pol == pol0 && fps[i] != nil {
+			c.fp = fps[i]
 		}
 		if i, dup := byKey[c.key]; dup {
 			c.origins |= cands[i].origins
@@ -106,6 +113,27 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 			e.offerLocked(s, seq, c, now)
 		}
 	}
+}
+
+// footprints returns the footprint of each prediction's call under the
+// policy it returns, computed before the engine's lock is taken: resolving
+// paths may stat their folders (policy.PathSpace). Nil for a prediction it
+// cannot route or that has no arguments.
+func (e *Engine) footprints(preds []predict.Prediction) (*policy.Policy, []*policy.Footprint) {
+	pol := e.policy.Load()
+	if pol == nil || len(preds) == 0 {
+		return pol, nil
+	}
+	fps := make([]*policy.Footprint, len(preds))
+	for i, p := range preds {
+		bname, _, ok := e.route(p.Tool)
+		if !ok || p.Args == nil {
+			continue
+		}
+		fp := pol.Lookup(p.Tool).FootprintIn(p.Args, e.spaces[bname])
+		fps[i] = &fp
+	}
+	return pol, fps
 }
 
 // candidateLocked checks a prediction against the policy and routing,
@@ -318,7 +346,11 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		filedAt:   -1,
 	}
 	e.byUtility.add(en)
-	en.fp = c.rule.Footprint(json.RawMessage(c.key.Args))
+	if c.fp != nil {
+		en.fp = *c.fp
+	} else {
+		en.fp = c.rule.FootprintIn(json.RawMessage(c.key.Args), e.spaces[c.backend])
+	}
 	en.window = s.results
 	if c.rule.Shared {
 		if old := e.shared[c.key]; old != nil {

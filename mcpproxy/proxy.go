@@ -405,7 +405,7 @@ func BackendName(upstream string) string { return "mcp:" + upstream }
 func (p *Proxy) Backends() map[string]engine.Backend {
 	m := make(map[string]engine.Backend, len(p.ups))
 	for _, u := range p.ups {
-		m[BackendName(u.Name)] = engine.Backend{Backend: &upstreamBackend{p: p, up: u}, Limits: u.Limits}
+		m[BackendName(u.Name)] = engine.Backend{Backend: &upstreamBackend{p: p, up: u}, Limits: u.Limits, Paths: u.pathSpace()}
 	}
 	return m
 }

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
 )
 
@@ -52,6 +54,21 @@ type Upstream struct {
 	TrustAnnotations bool
 	// Limits are the upstream's slots and rate for the scheduler.
 	Limits sched.Limits
+}
+
+// pathSpace says how the upstream's path arguments name files: a command
+// runs on this machine, in Dir or ahead's own working directory, so its
+// relative paths resolve there and its symlinks can be resolved; of a
+// remote server ahead knows neither (policy.PathSpace).
+func (u *Upstream) pathSpace() policy.PathSpace {
+	if u.Command == "" {
+		return policy.PathSpace{}
+	}
+	root, err := filepath.Abs(u.Dir) // "" is ahead's working directory
+	if err != nil {
+		return policy.PathSpace{Local: true}
+	}
+	return policy.PathSpace{Root: root, Local: true}
 }
 
 func (u *Upstream) validate() error {

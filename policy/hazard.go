@@ -19,10 +19,11 @@ const (
 	// KindID compares values as canonical JSON, numbers by value: 7 and
 	// 7.0 name one resource, 7 and "7" two, "a" and "./a" two.
 	KindID Kind = iota
-	// KindPath compares slash-separated file paths after cleaning them
-	// (path.Clean): "./a", "a/" and "b/../a" all name "a". A relative
-	// path and an absolute one stay different (ahead does not know the
-	// tool's working directory).
+	// KindPath compares slash-separated file paths as the files they may
+	// name (paths.go): cleaned (path.Clean: "./a", "a/" and "b/../a" all
+	// name "a"), relative paths resolved against the backend's root,
+	// symlinks resolved where the backend runs on this machine; where
+	// ahead cannot tell, they conflict.
 	KindPath
 	// KindURL compares URLs with the scheme and host lower-cased, the
 	// default port and the fragment dropped, and the path cleaned (so a
@@ -68,18 +69,26 @@ func Refs(args ...string) []Ref {
 // reports false if refs is empty or an argument is missing or cannot be
 // read: then the call names no resource it can be held to.
 func Resources(args json.RawMessage, refs []Ref) ([]string, bool) {
+	res, _, ok := resources(args, refs, PathSpace{})
+	return res, ok
+}
+
+// resources returns what Resources does, and the paths among them as they
+// compare in sp.
+func resources(args json.RawMessage, refs []Ref, sp PathSpace) ([]string, []Path, bool) {
 	if len(refs) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(args, &m) != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	var out []string
+	var paths []Path
 	for _, r := range refs {
 		v, ok := m[r.Arg]
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
 		var list []json.RawMessage
 		if json.Unmarshal(v, &list) != nil {
@@ -88,13 +97,18 @@ func Resources(args json.RawMessage, refs []Ref) ([]string, bool) {
 		for _, e := range list {
 			c, ok := normalise(e, r.As)
 			if !ok {
-				return nil, false
+				return nil, nil, false
 			}
 			out = append(out, c)
+			if r.As == KindPath {
+				var s string
+				json.Unmarshal([]byte(c), &s) // a string: normalise made it
+				paths = append(paths, resolvePath(s, sp))
+			}
 		}
 	}
 	slices.Sort(out)
-	return slices.Compact(out), true
+	return slices.Compact(out), paths, true
 }
 
 // normalise returns the canonical JSON of a resource value of kind k.
@@ -156,20 +170,44 @@ type Effect struct {
 	// All: the call may change anything (it is not read-only and names
 	// no resource it writes).
 	All bool
-	// Resources are the resources the call writes, otherwise.
+	// Resources are the resources the call writes, otherwise; Paths
+	// those of them declared as paths, as they compare (paths.go).
 	Resources []string
+	Paths     []Path
 }
 
-// Effect returns what a call of this tool with args may change.
-func (t Tool) Effect(args json.RawMessage) Effect {
+// Effect returns what a call of this tool with args may change, its paths
+// compared knowing nothing of the backend (the zero PathSpace).
+func (t Tool) Effect(args json.RawMessage) Effect { return t.EffectIn(args, PathSpace{}) }
+
+// EffectIn returns what a call of this tool with args, on a backend whose
+// paths name files as sp says, may change. It may stat the paths' folders
+// (sp.Local).
+func (t Tool) EffectIn(args json.RawMessage, sp PathSpace) Effect {
 	if t.IsReadOnly() {
 		return Effect{ReadOnly: true}
 	}
-	res, ok := Resources(args, t.Writes)
+	res, paths, ok := resources(args, t.Writes, sp)
 	if !ok {
 		return Effect{All: true}
 	}
-	return Effect{Resources: res}
+	return Effect{Resources: res, Paths: paths}
+}
+
+// Keys returns the index keys under which the reads this call may
+// invalidate are filed (Footprint.Keys), apart from those that name no
+// resource: its resources, and keys that find every read of a path it may
+// conflict with. It is nil for a read-only call or one that may change
+// anything.
+func (ef Effect) Keys() []string {
+	if ef.ReadOnly || ef.All {
+		return nil
+	}
+	keys := slices.Clone(ef.Resources)
+	for _, p := range ef.Paths {
+		keys = p.writeKeys(keys)
+	}
+	return keys
 }
 
 // Footprint is what the result of a call may depend on.
@@ -177,27 +215,53 @@ type Footprint struct {
 	// Any: the result may depend on anything (the tool is not read-only,
 	// or names no resource it reads).
 	Any bool
-	// Resources are the resources it reads, otherwise.
+	// Resources are the resources it reads, otherwise; Paths those of
+	// them declared as paths, as they compare (paths.go).
 	Resources []string
+	Paths     []Path
 }
 
 // Footprint returns what the result of a call of this tool with args may
-// depend on.
+// depend on, its paths compared knowing nothing of the backend.
 func (t Tool) Footprint(args json.RawMessage) Footprint {
+	return t.FootprintIn(args, PathSpace{})
+}
+
+// FootprintIn returns what the result of a call of this tool with args, on
+// a backend whose paths name files as sp says, may depend on. It may stat
+// the paths' folders (sp.Local).
+func (t Tool) FootprintIn(args json.RawMessage, sp PathSpace) Footprint {
 	if !t.IsReadOnly() {
 		return Footprint{Any: true}
 	}
-	res, ok := Resources(args, t.Reads)
+	res, paths, ok := resources(args, t.Reads, sp)
 	if !ok {
 		return Footprint{Any: true}
 	}
-	return Footprint{Resources: res}
+	return Footprint{Resources: res, Paths: paths}
+}
+
+// Keys returns the index keys a read with this footprint is filed under,
+// so that a write finds it among those under its Effect.Keys: its
+// resources, and for each path its last element, its elements and whether
+// it is absolute. Nil when it may depend on anything.
+func (fp Footprint) Keys() []string {
+	if fp.Any {
+		return nil
+	}
+	keys := slices.Clone(fp.Resources)
+	for _, p := range fp.Paths {
+		keys = p.readKeys(keys)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 // Invalidates is the hazard rule, the one place that says which write
 // invalidates which read: a read-only call changes nothing; a call that
-// names the resources it writes changes the reads of those resources and
-// the reads that name none; any other call may change anything.
+// names the resources it writes changes the reads of those resources (for
+// paths, of the files they may name: Path.Conflicts) and the reads that
+// name none; any other call may change anything.
 func (ef Effect) Invalidates(fp Footprint) bool {
 	switch {
 	case ef.ReadOnly:
@@ -208,6 +272,13 @@ func (ef Effect) Invalidates(fp Footprint) bool {
 	for _, w := range ef.Resources {
 		if _, ok := slices.BinarySearch(fp.Resources, w); ok {
 			return true
+		}
+	}
+	for _, w := range ef.Paths {
+		for _, r := range fp.Paths {
+			if w.Conflicts(r) {
+				return true
+			}
 		}
 	}
 	return false

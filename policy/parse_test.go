@@ -525,7 +525,10 @@ func TestInvalidates(t *testing.T) {
 		{"write_file", j(`{"path":"./a"}`), "read_file", a, true},
 		{"write_file", j(`{"path":"d/"}`), "read_file", j(`{"path":"d"}`), true},
 		{"write_file", j(`{"path":"x/../d//e"}`), "read_file", j(`{"path":"d/e/"}`), true},
-		{"write_file", j(`{"path":"/a"}`), "read_file", a, false},
+		// Issue 23: with no root known, "/a" may be the file "a" names.
+		{"write_file", j(`{"path":"/a"}`), "read_file", a, true},
+		{"write_file", j(`{"path":"/x/a"}`), "read_file", j(`{"path":"/y/a"}`), true}, // /y may link to /x
+		{"write_file", j(`{"path":"/x/a"}`), "read_file", j(`{"path":"/x/b"}`), false},
 		// Several resources, and lists.
 		{"move", j(`{"src":"a","dst":"b"}`), "read_file", b, true},
 		{"move", j(`{"src":"a","dst":"b"}`), "read_file", a, true},

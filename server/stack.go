@@ -64,7 +64,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		if r, ok := b.(*remote.Backend); ok {
 			st.remotes = append(st.remotes, r)
 		}
-		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits, PerSession: bc.PerSession}
+		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits, PerSession: bc.PerSession, Paths: bc.PathSpace()}
 		for _, t := range bc.Tools {
 			routes[t] = bc.Name
 		}
