@@ -245,7 +245,7 @@ func TestParseErrors(t *testing.T) {
 		{"backend with both kinds", "backends:\n  b:\n    http: {url: 'http://h/'}\n    exec: {command: [x]}\n", []string{
 			"a.yaml:3:5: backends.b: want exactly one of http or exec, got both"}},
 		{"unknown backend field", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slot: 3\n", []string{
-			"a.yaml:4:5: backends.b.slot: unknown field (want http, exec, tools, slots, reserve, spec_budget, rate, burst, rate_reserve or state)"}},
+			"a.yaml:4:5: backends.b.slot: unknown field (want http, exec, tools, slots, reserve, spec_budget, rate, burst, rate_reserve, state or path_root)"}},
 		{"unknown http field", "backends:\n  b:\n    http: {url: 'http://h/', timout: 1s}\n", []string{
 			"a.yaml:3:30: backends.b.http.timout: unknown field (want url, timeout, headers or max_response_bytes)"}},
 		{"missing url", "backends:\n  b:\n    http: {timeout: 1s}\n", []string{

@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/policy"
 )
 
 func TestParseModelSide(t *testing.T) {
@@ -81,5 +84,33 @@ func TestExecDirChecked(t *testing.T) {
 	}
 	if _, err := (&config.Loader{Dir: dir}).Parse("a.yaml", []byte("backends:\n  b:\n    exec: {command: [echo], dir: .}\n")); err != nil {
 		t.Errorf("existing dir: %v", err)
+	}
+}
+
+// Issue 23: a backend's path root, and how each kind of backend names
+// files.
+func TestPathSpace(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := (&config.Loader{Dir: dir}).Parse("a.yaml", []byte(`
+backends:
+  web: {http: {url: 'http://h/{tool}'}, tools: [a]}
+  rooted: {http: {url: 'http://h/{tool}'}, tools: [b], path_root: /srv/app}
+  local: {exec: {command: [./t.sh], dir: sub}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]policy.PathSpace{"web": {}, "rooted": {Root: "/srv/app"}, "local": {Root: filepath.Join(dir, "sub"), Local: true}}
+	for _, b := range c.Backends {
+		if got := b.PathSpace(); got != want[b.Name] {
+			t.Errorf("%s: path space %+v, want %+v", b.Name, got, want[b.Name])
+		}
+	}
+	_, err = (&config.Loader{Dir: "/d"}).Parse("a.yaml", []byte("backends:\n  b: {http: {url: 'http://h/{tool}'}, path_root: rel}\n"))
+	if err == nil || !strings.Contains(err.Error(), "a.yaml:2:50: backends.b.path_root: want an absolute directory") {
+		t.Errorf("relative path_root: %v", err)
 	}
 }
