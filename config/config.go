@@ -109,6 +109,10 @@ type Traces struct {
 	Prefix       string // "": the trace writer's default
 	MaxFileBytes int64  // 0: the trace writer's default
 	MaxFiles     int    // 0: keep every file
+	// FailOnLoss (`fail_on_loss`) makes the command exit 1 at the end when
+	// any record could not be written (a full disk); the loss is reported
+	// either way.
+	FailOnLoss bool
 }
 
 // Backend is one entry of the backends block: exactly one of HTTP and
@@ -358,7 +362,7 @@ var (
 		"auth_token_env", "llm", "speculator", "patterns", "traces", "backends",
 		policy.Key, "engine", MCPServersKey, "trust_annotations"}
 	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}
-	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes", "max_files"}
+	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes", "max_files", "fail_on_loss"}
 	fieldsEngine   = []string{"spec_budget", "min_probability", "amplification", "amplification_burst", "ttl", "idle_timeout", "default_duration",
 		"default_think", "start_deadline", "max_session_entries", "max_session_bytes", "max_entries",
 		"max_bytes", "max_sessions", "sweep_interval"}
@@ -432,6 +436,8 @@ func (p *parser) traces(n *yaml.Node, field string) *Traces {
 			tc.MaxFileBytes, _ = p.bytes(v, f)
 		case "max_files":
 			tc.MaxFiles, _ = p.Int(v, f, 1)
+		case "fail_on_loss":
+			tc.FailOnLoss, _ = p.Bool(v, f)
 		default:
 			p.Unknown(k, f, fieldsTraces)
 		}

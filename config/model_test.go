@@ -29,7 +29,7 @@ read_timeout: 10s
 write_timeout: 1m
 max_connections: 100
 auth_token_env: AHEAD_TOKEN
-traces: {dir: t, max_files: 20}
+traces: {dir: t, max_files: 20, fail_on_loss: true}
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ traces: {dir: t, max_files: 20}
 	if c.AuthToken != "t0k" || c.AuthTokenEnv != "AHEAD_TOKEN" {
 		t.Errorf("auth token %q from %q", c.AuthToken, c.AuthTokenEnv)
 	}
-	if !c.Backends[0].PerSession || c.Traces.MaxFiles != 20 {
+	if !c.Backends[0].PerSession || c.Traces.MaxFiles != 20 || !c.Traces.FailOnLoss {
 		t.Errorf("per session %v, max files %d", c.Backends[0].PerSession, c.Traces.MaxFiles)
 	}
 

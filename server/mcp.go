@@ -97,7 +97,8 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	if dir != "" {
 		err := os.MkdirAll(dir, 0o755)
 		if err == nil {
-			rec, err = trace.NewWriter(dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes})
+			rec, err = trace.NewWriter(dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes,
+				Logger: o.Logger, FailOnLoss: cfg.Traces.FailOnLoss})
 		}
 		if err != nil {
 			return errors.Join(fmt.Errorf("traces: %w", err), closeMCP(nil, nil, pred, nil))

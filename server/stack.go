@@ -73,7 +73,8 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		}
 	}
 	if cfg.Traces != nil {
-		st.recorder, err = trace.NewWriter(cfg.Traces.Dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes, MaxFiles: cfg.Traces.MaxFiles})
+		st.recorder, err = trace.NewWriter(cfg.Traces.Dir, &trace.WriterOptions{Prefix: cfg.Traces.Prefix, MaxBytes: cfg.Traces.MaxFileBytes, MaxFiles: cfg.Traces.MaxFiles,
+			Logger: o.Logger, FailOnLoss: cfg.Traces.FailOnLoss})
 		if err != nil {
 			return nil, fmt.Errorf("traces: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,10 @@ import (
 
 // ErrClosed is returned by Record after Close.
 var ErrClosed = errors.New("trace: writer closed")
+
+// ErrLost is returned (wrapped) by Close when records were lost to write
+// errors and WriterOptions.FailOnLoss is set.
+var ErrLost = errors.New("trace: records lost")
 
 // WriterOptions configure a Writer. The zero value is valid.
 type WriterOptions struct {
@@ -29,8 +34,20 @@ type WriterOptions struct {
 	// directory: when a new file is created, the oldest beyond the limit
 	// are deleted. 0 means no limit.
 	MaxFiles int
-	// Now returns the time used in file names; nil means time.Now.
+	// Now returns the time used in file names and to pace retries; nil
+	// means time.Now.
 	Now func() time.Time
+	// RetryEvery is how often, while writes fail (a full disk), Record
+	// tries again to write; 0 means a second. The records in between are
+	// lost and counted (Lost).
+	RetryEvery time.Duration
+	// Logger hears when recording resumes after an outage, with the
+	// records it lost, and at Close of all records lost; nil logs nothing.
+	// (The outage's start is Record's error, returned once per outage.)
+	Logger *slog.Logger
+	// FailOnLoss makes Close return an error (ErrLost) when any record
+	// was lost, so that a command can exit non-zero.
+	FailOnLoss bool
 }
 
 // Writer appends events as JSONL to files in a directory, rotating by
@@ -43,17 +60,40 @@ type WriterOptions struct {
 // Each event is written with a single write call, so a crash loses at most
 // the line being written; nothing is buffered. Record is safe for
 // concurrent use; it implements the engine's Recorder.
+//
+// When a write fails (a full disk, issue 23), the file is closed (its torn
+// last line stays last) and the Writer is in an outage: Record returns the
+// error once, then counts the records it cannot write as lost (Lost) and,
+// every RetryEvery, tries again in a new file. Recording resumes when the
+// disk does; the Logger hears once per outage, and Close reports the
+// total.
 type Writer struct {
 	dir  string
 	opts WriterOptions
 
 	mu    sync.Mutex // protects everything below
-	f     *os.File
+	f     traceFile
+	name  string // of f
 	size  int64
 	n     int // files created
 	buf   bytes.Buffer
-	err   error // sticky write error
 	close bool
+
+	err      error     // the outage's error; nil while writes succeed
+	tried    time.Time // the outage's last attempt to write
+	lost     int64     // records lost to write errors, in all
+	lostHere int64     // of them, in the current outage
+
+	// create opens a new file; nil means os.OpenFile (tests make disks
+	// fill up).
+	create func(name string) (traceFile, error)
+}
+
+// traceFile is what the Writer needs of an *os.File.
+type traceFile interface {
+	io.Writer
+	Sync() error
+	Close() error
 }
 
 // NewWriter returns a Writer that writes into dir, creating it if needed.
@@ -72,59 +112,112 @@ func NewWriter(dir string, opts *WriterOptions) (*Writer, error) {
 	if w.opts.Now == nil {
 		w.opts.Now = time.Now
 	}
+	if w.opts.RetryEvery <= 0 {
+		w.opts.RetryEvery = time.Second
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("trace writer: %w", err)
 	}
 	return w, nil
 }
 
-// Record appends ev as one line. After a write error every later Record
-// returns that error: a trace with a silent hole is worse than none.
+// Record appends ev as one line. When the line cannot be written, it is
+// lost: the first loss of an outage returns the error, later ones return
+// nil and are counted (see Writer).
 func (w *Writer) Record(ev Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.close {
 		return ErrClosed
 	}
-	if w.err != nil {
-		return w.err
-	}
 	w.buf.Reset()
 	if err := EncodeLine(&w.buf, ev); err != nil {
 		return fmt.Errorf("trace writer: %w", err)
 	}
-	line := w.buf.Bytes()
-	if w.f != nil && w.size > 0 && w.size+int64(len(line)) > w.opts.MaxBytes {
-		if err := w.f.Close(); err != nil {
-			w.err = fmt.Errorf("trace writer: %w", err)
-			return w.err
+	if w.err != nil {
+		now := w.opts.Now()
+		if now.Sub(w.tried) < w.opts.RetryEvery {
+			w.lost++
+			w.lostHere++
+			return nil
 		}
+		w.tried = now
+	}
+	err := w.writeLocked(w.buf.Bytes())
+	switch {
+	case err == nil && w.err != nil:
+		if w.opts.Logger != nil {
+			w.opts.Logger.Warn("trace writer: recording resumed", "lost", w.lostHere, "after", w.err)
+		}
+		w.err, w.lostHere = nil, 0
+	case err != nil:
+		w.lost++
+		w.lostHere++
+		if w.f != nil {
+			// Its last line may be torn: it stays the last line of its
+			// file, and recording resumes in a new one. A file that got
+			// nothing goes: retries must not fill a folder with empty
+			// files.
+			w.f.Close()
+			if w.size == 0 {
+				os.Remove(w.name)
+			}
+			w.f = nil
+		}
+		if w.err == nil {
+			w.err, w.tried = err, w.opts.Now()
+			return fmt.Errorf("%w (records are lost and counted until writes succeed again; retrying every %v)", err, w.opts.RetryEvery)
+		}
+		w.err = err
+	}
+	return nil
+}
+
+// writeLocked writes one line, rotating first if needed.
+func (w *Writer) writeLocked(line []byte) error {
+	if w.f != nil && w.size > 0 && w.size+int64(len(line)) > w.opts.MaxBytes {
+		err := w.f.Close()
 		w.f = nil
+		if err != nil {
+			return fmt.Errorf("trace writer: %w", err)
+		}
 	}
 	if w.f == nil {
 		if err := w.openLocked(); err != nil {
-			w.err = err
 			return err
 		}
 	}
 	n, err := w.f.Write(line)
 	w.size += int64(n)
 	if err != nil {
-		w.err = fmt.Errorf("trace writer: %w", err)
-		return w.err
+		return fmt.Errorf("trace writer: %w", err)
 	}
 	return nil
+}
+
+// Lost returns how many records were lost to write errors.
+func (w *Writer) Lost() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost
 }
 
 func (w *Writer) openLocked() error {
 	w.n++
 	name := fmt.Sprintf("%s-%s-%06d.jsonl", w.opts.Prefix, w.opts.Now().UTC().Format("20060102T150405.000000000Z"), w.n)
-	// Traces hold what agents and tools said: readable by their owner only.
-	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	create := w.create
+	if create == nil {
+		create = func(name string) (traceFile, error) {
+			// Traces hold what agents and tools said: readable by their
+			// owner only.
+			return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		}
+	}
+	f, err := create(filepath.Join(w.dir, name))
 	if err != nil {
 		return fmt.Errorf("trace writer: %w", err)
 	}
-	w.f, w.size = f, 0
+	w.f, w.name, w.size = f, filepath.Join(w.dir, name), 0
 	// Best effort: a prune that fails leaves more files, never a hole.
 	_ = w.pruneLocked()
 	return nil
@@ -149,7 +242,9 @@ func (w *Writer) pruneLocked() error {
 	return nil
 }
 
-// Close syncs and closes the current file. Later Records return ErrClosed.
+// Close syncs and closes the current file, and reports the records lost
+// to write errors: to the Logger, and as an error (ErrLost) with
+// FailOnLoss. Later Records return ErrClosed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -157,15 +252,23 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.close = true
-	if w.f == nil {
-		return nil
+	var err error
+	if w.f != nil {
+		err = errors.Join(w.f.Sync(), w.f.Close())
+		w.f = nil
+		if err != nil {
+			err = fmt.Errorf("trace writer: %w", err)
+		}
 	}
-	err := errors.Join(w.f.Sync(), w.f.Close())
-	w.f = nil
-	if err != nil {
-		return fmt.Errorf("trace writer: %w", err)
+	if w.lost > 0 {
+		if w.opts.Logger != nil {
+			w.opts.Logger.Warn("trace writer: records lost to write errors", "lost", w.lost, "dir", w.dir)
+		}
+		if w.opts.FailOnLoss {
+			err = errors.Join(err, fmt.Errorf("%w: %d records could not be written to %s", ErrLost, w.lost, w.dir))
+		}
 	}
-	return nil
+	return err
 }
 
 // EncodeLine writes ev to w as one JSONL line in the trace format: a call's

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -288,5 +291,108 @@ func TestEncodeLineExtraNeverOverrides(t *testing.T) {
 	ev.Extra = map[string]json.RawMessage{"bad": json.RawMessage(`{`)}
 	if err := EncodeLine(&buf, ev); err == nil {
 		t.Error("EncodeLine wrote an invalid Extra value")
+	}
+}
+
+// fullDisk makes the files a Writer creates fail their writes while full
+// is set, after writing half of what they were given, as a disk that fills
+// up in the middle of a line.
+type fullDisk struct{ full atomic.Bool }
+
+type diskFile struct {
+	*os.File
+	d *fullDisk
+}
+
+func (f diskFile) Write(p []byte) (int, error) {
+	if f.d.full.Load() {
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, syscall.ENOSPC
+	}
+	return f.File.Write(p)
+}
+
+func (d *fullDisk) create(name string) (traceFile, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return diskFile{f, d}, nil
+}
+
+// Issue 23: after a full disk the writer resumes once space is freed,
+// says so once per outage, counts what it lost and reports it at Close.
+func TestWriterRecoversFromFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var logs bytes.Buffer
+	w, err := NewWriter(dir, &WriterOptions{
+		Now: func() time.Time { return now }, RetryEvery: time.Second, FailOnLoss: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &fullDisk{}
+	w.create = d.create
+	rec := func(seq int) error {
+		now = now.Add(100 * time.Millisecond)
+		return w.Record(Event{Session: "s", Seq: seq, Tool: "t", Args: json.RawMessage(`{}`), Status: StatusOK, Output: strings.Repeat("x", 100)})
+	}
+	seq := 0
+	for range 3 {
+		if err := rec(seq); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	var wrote []int // the records that must read back
+	wrote = append(wrote, 0, 1, 2)
+	for outage := range 2 {
+		d.full.Store(true)
+		errs := 0
+		for range 25 { // 2.5 s of calls: retried twice, failed each time
+			if rec(seq) != nil {
+				errs++
+			}
+			seq++
+		}
+		if errs != 1 {
+			t.Errorf("outage %d: Record failed %d times, want once (the outage's start)", outage, errs)
+		}
+		d.full.Store(false)
+		for range 20 { // within a second a retry succeeds, and the rest
+			if err := rec(seq); err != nil {
+				t.Fatalf("after the disk was freed: %v", err)
+			}
+			if w.err == nil {
+				wrote = append(wrote, seq)
+			}
+			seq++
+		}
+	}
+	lost := int64(seq - len(wrote))
+	if got := w.Lost(); got != lost || lost < 50 {
+		t.Errorf("Lost() = %d, want %d (at least 50)", got, lost)
+	}
+	if n := strings.Count(logs.String(), "recording resumed"); n != 2 {
+		t.Errorf("%d resumed lines for 2 outages:\n%s", n, logs.String())
+	}
+	err = w.Close()
+	if !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), fmt.Sprintf("%d records", lost)) {
+		t.Errorf("Close() = %v, want ErrLost with %d records", err, lost)
+	}
+	if !strings.Contains(logs.String(), fmt.Sprintf("lost=%d", lost)) {
+		t.Errorf("no report of %d lost records at Close:\n%s", lost, logs.String())
+	}
+	var got []int
+	for ev, err := range NewReader(nil).Events(dir) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.Seq)
+	}
+	if !slices.Equal(got, wrote) {
+		t.Errorf("read back %v, want %v", got, wrote)
 	}
 }

@@ -32,6 +32,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	patternsFile := fs.String("patterns", "", "pattern pool `file`: predictions come from it, and what is learnt is written back every 5m and at exit (a file that does not exist yet starts empty); none: no predictions")
 	policyFile := fs.String("policy", "", "speculation policy YAML `file` (overrides the config's); none: deny all, except what --trust-annotations allows")
 	tracesDir := fs.String("traces", "", "record every call to JSONL traces in `dir`")
+	failOnLoss := fs.Bool("traces-fail-on-loss", false, "exit 1 at the end if any trace record could not be written (a full disk; the loss is reported either way)")
 	trust := fs.Bool("trust-annotations", false, "let the upstreams' tool annotations feed the default policy: readOnlyHint tools that are not open-world speculate, the rest never")
 	logLevel := fs.String("log-level", "", fmt.Sprintf(logLevelUsage, "warn"))
 	quiet := fs.Bool("quiet", false, "no summary on stderr at exit")
@@ -73,11 +74,14 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		patterns = cfg.Patterns
 		if t := cfg.Traces; t != nil {
 			// Its traces are named for the command unless it names them.
-			traces = &config.Traces{Dir: t.Dir, Prefix: cmp.Or(t.Prefix, "mcp"), MaxFileBytes: t.MaxFileBytes}
+			traces = &config.Traces{Dir: t.Dir, Prefix: cmp.Or(t.Prefix, "mcp"), MaxFileBytes: t.MaxFileBytes, FailOnLoss: t.FailOnLoss}
 		}
 	}
 	if *tracesDir != "" {
 		traces = &config.Traces{Dir: *tracesDir, Prefix: "mcp"}
+	}
+	if traces != nil && *failOnLoss {
+		traces.FailOnLoss = true
 	}
 	switch *patternsFile {
 	case "":
