@@ -56,7 +56,7 @@ var ErrConfig = errors.New("bench: bad configuration")
 type Options struct {
 	// Predictor returns ahead's predictor, a fresh one for each run of the
 	// ahead mode. Required for the ahead mode.
-	Predictor func() (Predictor, error)
+	Predictor func() (predict.Predictor, error)
 	// Mine holds sessions the baselines learn tool transitions from
 	// before the run (they also learn online). Nil means online only.
 	Mine []trace.Session
@@ -102,7 +102,7 @@ type Options struct {
 	// the mode calls it with the engine's Offer and the harness's truth
 	// (the calls of a session's next step while its agent thinks, for a
 	// simulation), and stops what it returns when the mode ends.
-	Speculator func(offer func(session string, seq int, preds []predict.Prediction) bool, truth func(session string) []trace.Event) (predict.Part, func(), error)
+	Speculator func(offer func(session string, seq int, preds []predict.Prediction) bool, truth func(session string) []trace.Event) (predict.Predictor, func(), error)
 	// Model, when its TPS is set, replaces recorded think times by a
 	// modelled model's stream (--model-ttft, --model-tps): each step's
 	// think time is TTFT plus its output tokens at TPS, and in the ahead

@@ -178,7 +178,7 @@ func TestAheadAndRatios(t *testing.T) {
 			return nil
 		})
 		rep, err := Run(t.Context(), []trace.Session{oracleSession()}, &Options{
-			Predictor: func() (Predictor, error) { return pred, nil },
+			Predictor: func() (predict.Predictor, error) { return pred, nil },
 			Latency:   latencies(oracleLatency),
 			Policy:    &policy.Policy{Globs: readPolicy().Globs, Dedup: policy.Dedup{MaxPerTool: 2}},
 			Modes:     []Mode{Serial, Ahead, Oracle},
@@ -269,7 +269,7 @@ func TestAheadStart(t *testing.T) {
 			return []predict.Prediction{{Tool: "get_a", Args: json.RawMessage(`{"id":1}`), P: 0.7}}
 		}}
 		rep, err := Run(t.Context(), []trace.Session{oracleSession()}, &Options{
-			Predictor: func() (Predictor, error) { return pred, nil },
+			Predictor: func() (predict.Predictor, error) { return pred, nil },
 			Latency:   latencies(oracleLatency),
 			Policy:    readPolicy(),
 			Modes:     []Mode{Serial, Ahead, Oracle},
@@ -358,7 +358,7 @@ func TestStaleNeverReused(t *testing.T) {
 			return []predict.Prediction{{Tool: "get_a", Args: json.RawMessage(`{}`), P: 1, Repeat: true}}
 		})
 		rep, err := Run(t.Context(), []trace.Session{s}, &Options{
-			Predictor: func() (Predictor, error) { return pred, nil },
+			Predictor: func() (predict.Predictor, error) { return pred, nil },
 			Latency:   latencies(map[string]time.Duration{"get_a": 200 * time.Millisecond, "put_a": 200 * time.Millisecond}),
 			Policy:    readPolicy(),
 			Modes:     []Mode{Ahead},
@@ -609,7 +609,7 @@ func TestCancel(t *testing.T) {
 // test, so the golden output depends only on the harness: it predicts the
 // flight statuses of a reservation it has seen, and the user's first
 // reservation.
-func goldenPredictor() (Predictor, error) {
+func goldenPredictor() (predict.Predictor, error) {
 	return predict.Func(func(ev trace.Event) []predict.Prediction {
 		var out struct {
 			Reservations []string `json:"reservations"`
@@ -740,11 +740,11 @@ func TestSimulatedSpeculator(t *testing.T) {
 	}{{1, true}, {0, false}} {
 		synctest.Test(t, func(t *testing.T) {
 			rep, err := Run(t.Context(), sessions, &Options{
-				Predictor: func() (Predictor, error) { return predict.Func(nil), nil },
+				Predictor: func() (predict.Predictor, error) { return predict.Func(nil), nil },
 				Policy:    pol,
 				Latency:   latencies(map[string]time.Duration{}),
 				Modes:     []Mode{Serial, Ahead},
-				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
+				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Predictor, func(), error) {
 					s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: tc.acc, Latency: 100 * time.Millisecond, Seed: 1, Truth: truth, Offer: offer})
 					if err != nil {
 						return nil, nil, err
@@ -822,7 +822,7 @@ func TestSavedIsTraceTime(t *testing.T) {
 		var a *ModeResult
 		synctest.Test(t, func(t *testing.T) {
 			rep, err := Run(t.Context(), sessions, &Options{
-				Predictor: func() (Predictor, error) { return predict.Func(nil), nil },
+				Predictor: func() (predict.Predictor, error) { return predict.Func(nil), nil },
 				Policy:    pol,
 				Latency:   latencies(map[string]time.Duration{"get_user_details": 800 * time.Millisecond, "get_reservation_details": 1200 * time.Millisecond}),
 				Modes:     []Mode{Ahead},
@@ -830,7 +830,7 @@ func TestSavedIsTraceTime(t *testing.T) {
 				// Two origins: calls seen in the modelled stream, and a
 				// simulated speculator that is right half of the time.
 				Model: Model{TTFT: 300 * time.Millisecond, TPS: 200},
-				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
+				Speculator: func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Predictor, func(), error) {
 					s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: 0.5, Latency: scaled(200*time.Millisecond, scale), Seed: 1, Truth: truth, Offer: offer})
 					if err != nil {
 						return nil, nil, err
@@ -876,7 +876,7 @@ func TestStreamTimeDispatch(t *testing.T) {
 			var mu sync.Mutex
 			var specPuts int
 			rep, err := Run(t.Context(), []trace.Session{s}, &Options{
-				Predictor: func() (Predictor, error) { return predict.Func(nil), nil },
+				Predictor: func() (predict.Predictor, error) { return predict.Func(nil), nil },
 				// The write names what it changes, which the read does not
 				// read: issued together, it must not invalidate the read.
 				Policy: &policy.Policy{Tools: map[string]policy.Tool{

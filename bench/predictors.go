@@ -8,17 +8,9 @@ import (
 	"sync"
 
 	"github.com/ahead-dev/ahead/callkey"
-	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
-
-// Predictor is the engine's predictor interface (engine.Predictor), as the
-// benchmark needs it.
-type Predictor interface {
-	Observe(ev trace.Event) []predict.Prediction
-	Forget(session string)
-}
 
 // tracker is the predictor the engine of a mode sees. It first tells the
 // harness that the observed call is finished — the engine observes a call
@@ -31,7 +23,7 @@ type tracker struct {
 	inner  modePredictor
 }
 
-var _ engine.Starter = (*tracker)(nil)
+var _ predict.Starter = (*tracker)(nil)
 
 // modePredictor predicts with access to the replayed session (the oracle
 // needs it; the others ignore it). start predicts a session's first calls,
@@ -65,16 +57,10 @@ func (t *tracker) Hear(msg trace.Event) []predict.Prediction {
 }
 
 // external adapts ahead's own predictor.
-type external struct{ p Predictor }
-
-// starter is the optional first-call half of a Predictor (predict.Online
-// has it; the engine asks it through engine.Starter).
-type starter interface {
-	Start(session string) []predict.Prediction
-}
+type external struct{ p predict.Predictor }
 
 func (x external) start(session string, _ *agent) []predict.Prediction {
-	if st, ok := x.p.(starter); ok {
+	if st, ok := x.p.(predict.Starter); ok {
 		return st.Start(session)
 	}
 	return nil

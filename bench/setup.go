@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ahead-dev/ahead/convo"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
@@ -17,7 +17,7 @@ import (
 // UsePool makes pool the ahead mode's patterns, served with the
 // conversation model it carries (if any), a fresh predictor per run.
 func (o *Options) UsePool(pool *pattern.Pool) {
-	o.Predictor = func() (Predictor, error) { return convo.Serve(pool, nil) }
+	o.Predictor = func() (predict.Predictor, error) { return learn.New(pool, nil) }
 }
 
 // MinePool mines the ahead mode's pool from sessions: tool-call patterns
@@ -31,7 +31,7 @@ func (o *Options) MinePool(sessions []trace.Session) (pool *pattern.Pool, heard 
 	if pool, err = mine.Mine(sessions, nil); err != nil {
 		return nil, false, fmt.Errorf("mining: %w", err)
 	}
-	if heard, err = convo.MineInto(pool, sessions); err != nil {
+	if heard, err = learn.MineInto(pool, sessions); err != nil {
 		return nil, false, err
 	}
 	o.Mine = sessions
@@ -71,7 +71,7 @@ func (o *Options) SetSpeculator(spec, model, apiKey string) error {
 		lat = time.Duration(float64(lat) * o.TimeScale)
 		seed := o.Seed
 		o.SpeculatorName = spec + " (a simulation, not a model)"
-		o.Speculator = func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Part, func(), error) {
+		o.Speculator = func(offer func(string, int, []predict.Prediction) bool, truth func(string) []trace.Event) (predict.Predictor, func(), error) {
 			s, err := speculator.NewSim(&speculator.SimOptions{Accuracy: acc, Latency: lat, Seed: seed, Truth: truth, Offer: offer})
 			if err != nil {
 				return nil, nil, err
@@ -84,7 +84,7 @@ func (o *Options) SetSpeculator(spec, model, apiKey string) error {
 		return fmt.Errorf("the speculator at %s needs a model", spec)
 	}
 	o.SpeculatorName = spec + " (model " + model + ")"
-	o.Speculator = func(offer func(string, int, []predict.Prediction) bool, _ func(string) []trace.Event) (predict.Part, func(), error) {
+	o.Speculator = func(offer func(string, int, []predict.Prediction) bool, _ func(string) []trace.Event) (predict.Predictor, func(), error) {
 		s, err := speculator.New(&speculator.Options{BaseURL: spec, Model: model, APIKey: apiKey, Offer: offer})
 		if err != nil {
 			return nil, nil, err

@@ -43,11 +43,9 @@ type session struct {
 }
 
 var (
-	_ predict.Part   = (*Predictor)(nil)
-	_ predict.Hearer = (*Predictor)(nil)
-	_ interface {
-		Start(string) []predict.Prediction
-	} = (*Predictor)(nil)
+	_ predict.Predictor = (*Predictor)(nil)
+	_ predict.Hearer    = (*Predictor)(nil)
+	_ predict.Starter   = (*Predictor)(nil)
 )
 
 // New returns a predictor serving m. opts may be nil. m must not be

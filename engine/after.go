@@ -101,7 +101,7 @@ func (e *Engine) predict(s *session, w afterWork) {
 	case afterHear:
 		preds = e.opts.Predictor.(predict.Hearer).Hear(w.ev)
 	case afterStart:
-		preds = e.opts.Predictor.(Starter).Start(s.id)
+		preds = e.opts.Predictor.(predict.Starter).Start(s.id)
 	}
 	e.speculate(s, w.seq, preds, e.predictorBytes(s.id))
 }

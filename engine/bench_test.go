@@ -125,7 +125,7 @@ func BenchmarkNonInterference(b *testing.B) {
 		return ps
 	})
 	pol := &policy.Policy{Tools: map[string]policy.Tool{"read": {Allow: true}}, Dedup: policy.Dedup{Strategy: policy.StrategyAll}}
-	run := func(pred engine.Predictor, calls int) []time.Duration {
+	run := func(pred predict.Predictor, calls int) []time.Duration {
 		eng := engine.New(engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slow, Limits: sched.Limits{Slots: slots}}},
 			Policy:    pol,

@@ -62,20 +62,6 @@ type Result struct {
 	Seq int
 }
 
-// Predictor guesses a session's next calls. Observe is called after every
-// authoritative result of every session, possibly concurrently; it returns
-// predictions best first. Forget drops a session's state.
-type Predictor interface {
-	Observe(ev trace.Event) []predict.Prediction
-	Forget(session string)
-}
-
-// Starter is a Predictor that can also guess a session's first call, from
-// the patterns whose context is the session start. Begin uses it.
-type Starter interface {
-	Start(session string) []predict.Prediction
-}
-
 // Recorder stores events (the trace store). Record must not block for long.
 type Recorder interface {
 	Record(ev trace.Event) error
@@ -123,7 +109,7 @@ type Options struct {
 	// Policy decides what may be speculated; nil denies all speculation.
 	Policy *policy.Policy
 	// Predictor guesses the next calls; nil predicts nothing.
-	Predictor Predictor
+	Predictor predict.Predictor
 	// Recorder stores events; nil records nothing.
 	Recorder Recorder
 	// Linker, if set, is asked about every authoritative call; a session
@@ -525,7 +511,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 // predictor is a Starter. It does nothing for a session that has already
 // made calls or begun, or when nothing may be speculated.
 func (e *Engine) Begin(sessionID string) {
-	_, ok := e.opts.Predictor.(Starter)
+	_, ok := e.opts.Predictor.(predict.Starter)
 	if !ok || e.policy.Load() == nil {
 		return
 	}

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -32,10 +31,10 @@ var heardPool = sync.OnceValues(func() (heard, error) {
 	if err != nil {
 		return heard{}, err
 	}
-	if ok, err := convo.MineInto(pool, sessions); err != nil || !ok {
+	if ok, err := learn.MineInto(pool, sessions); err != nil || !ok {
 		return heard{}, fmt.Errorf("no conversation model: %v", err)
 	}
-	h := heard{serve: func() (*predict.Joined, error) { return convo.Serve(pool, nil) }}
+	h := heard{serve: func() (*learn.Predictor, error) { return learn.New(pool, nil) }}
 	for _, s := range sessions {
 		if len(s.Messages) > 0 && len(s.Events) > 0 {
 			h.first = s.Events[0]
@@ -46,7 +45,7 @@ var heardPool = sync.OnceValues(func() (heard, error) {
 })
 
 type heard struct {
-	serve func() (*predict.Joined, error)
+	serve func() (*learn.Predictor, error)
 	first trace.Event
 }
 

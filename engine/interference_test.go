@@ -168,7 +168,7 @@ func BenchmarkNonInterferenceHeavy(b *testing.B) {
 			return "", ctx.Err()
 		}
 	}}
-	run := func(pred engine.Predictor) ([]time.Duration, engine.Stats) {
+	run := func(pred predict.Predictor) ([]time.Duration, engine.Stats) {
 		eng := engine.New(engine.Options{
 			Backends:      map[string]engine.Backend{"b": {Backend: slow, Limits: sched.Limits{Slots: slots}}},
 			Policy:        readAll,

@@ -411,7 +411,7 @@ type run struct {
 	stopAtFirst     bool
 	// predictor, if set, replaces the random predictor; onEngine is given
 	// the engine before any session starts (an origin that offers).
-	predictor engine.Predictor
+	predictor predict.Predictor
 	onEngine  func(*engine.Engine)
 	// live is how many sessions run at once; 0: eight.
 	live int

@@ -111,7 +111,7 @@ func TestHeapWithinBudget(t *testing.T) {
 		base     = 8 << 20 // the pool, the engine's tables, the scheduler
 	)
 	synctest.Test(t, func(t *testing.T) {
-		pred, err := predict.NewOnline(listPool(t), nil)
+		pred, err := pattern.NewOnline(listPool(t), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d/max_bytes=%dMiB", bc.sessions, bc.limit>>20), func(b *testing.B) {
 			var grew, peak int64
 			for b.Loop() {
-				pred, err := predict.NewOnline(listPool(b), &predict.OnlineOptions{MaxSessions: 50000})
+				pred, err := pattern.NewOnline(listPool(b), &pattern.OnlineOptions{MaxSessions: 50000})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -250,7 +250,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 func BenchmarkManySessions(b *testing.B) {
 	const calls = 20000
 	setup := func(sessions int) (*engine.Engine, []string) {
-		pred, err := predict.NewOnline(listPool(b), &predict.OnlineOptions{MaxSessions: 50000})
+		pred, err := pattern.NewOnline(listPool(b), &pattern.OnlineOptions{MaxSessions: 50000})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -36,17 +36,6 @@ import (
 	"github.com/ahead-dev/ahead/trace"
 )
 
-// A Predictor is what Run asks before each call: predict.Online and
-// predict.NGram are ones.
-type Predictor interface {
-	// Start predicts a session's first call.
-	Start(session string) []predict.Prediction
-	// Observe records a call and predicts the next.
-	Observe(ev trace.Event) []predict.Prediction
-	// Forget drops a finished session.
-	Forget(session string)
-}
-
 // Options are Run's optional settings; the zero value (or nil) is ready.
 type Options struct {
 	// Predictions, when not nil, receives each call's ranked predictions
@@ -71,14 +60,14 @@ var ErrKnownOrder = errors.New("evaluate: assistant text of a step was heard bef
 
 // Run replays sessions through p and baseline and scores them. It stops
 // with ctx's error between sessions once ctx is done.
-func Run(ctx context.Context, sessions []trace.Session, p, baseline Predictor, opts *Options) (*Result, error) {
+func Run(ctx context.Context, sessions []trace.Session, p, baseline predict.Predictor, opts *Options) (*Result, error) {
 	return run(ctx, sessions, trace.Known, p, baseline, opts)
 }
 
 // run is Run with the order each session is replayed in; Run's is
 // trace.Known, and run checks that the order keeps the rule of what is
 // known when, so that a broken order fails rather than flatters.
-func run(ctx context.Context, sessions []trace.Session, order func(trace.Session) iter.Seq[trace.Event], p, baseline Predictor, opts *Options) (*Result, error) {
+func run(ctx context.Context, sessions []trace.Session, order func(trace.Session) iter.Seq[trace.Event], p, baseline predict.Predictor, opts *Options) (*Result, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -94,7 +83,7 @@ func run(ctx context.Context, sessions []trace.Session, order func(trace.Session
 			return nil, err
 		}
 		// Before the first call: the session start's predictions.
-		preds, base := p.Start(s.ID), baseline.Start(s.ID)
+		preds, base := start(p, s.ID), start(baseline, s.ID)
 		hearer, _ := p.(predict.Hearer)
 		steps := stepKeys(s)
 		ci := 0
@@ -441,4 +430,13 @@ func (c *calibration) bins() []Bin {
 		})
 	}
 	return out
+}
+
+// start asks p for a session's first call, if p predicts first calls
+// (predict.Starter).
+func start(p predict.Predictor, session string) []predict.Prediction {
+	if st, ok := p.(predict.Starter); ok {
+		return st.Start(session)
+	}
+	return nil
 }

@@ -73,7 +73,10 @@ func (s script) Start(string) []predict.Prediction           { return s[""] }
 func (s script) Observe(ev trace.Event) []predict.Prediction { return s[ev.Tool] }
 func (s script) Forget(string)                               {}
 
-var _ Predictor = script(nil)
+var (
+	_ predict.Predictor = script(nil)
+	_ predict.Starter   = script(nil)
+)
 
 func sessions() []trace.Session {
 	call := func(session string, seq int, tool, args string) trace.Event {

@@ -215,7 +215,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // searchFirst predicts every session's first call: a search for "go".
-type searchFirst struct{ engine.Predictor }
+type searchFirst struct{ predict.Predictor }
 
 func (searchFirst) Start(string) []predict.Prediction {
 	return []predict.Prediction{{Tool: "search", Args: json.RawMessage(`{"q":"go"}`), P: 0.9}}

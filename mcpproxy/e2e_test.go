@@ -73,7 +73,7 @@ type e2e struct {
 	eng   *engine.Engine
 }
 
-func newE2E(t *testing.T, ups []Upstream, pred engine.Predictor) *e2e {
+func newE2E(t *testing.T, ups []Upstream, pred predict.Predictor) *e2e {
 	t.Helper()
 	for i := range ups {
 		ups[i].TrustAnnotations = true

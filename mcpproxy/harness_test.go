@@ -230,7 +230,7 @@ func (c *fakeClock) Add(d time.Duration) {
 
 type rigOptions struct {
 	policy    *policy.Policy
-	predictor engine.Predictor
+	predictor predict.Predictor
 	recorder  engine.Recorder
 	prefix    string
 	// follow: no startup probe; the engine starts denying everything and

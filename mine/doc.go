@@ -53,5 +53,5 @@
 //	sessions, err := trace.Collect(trace.NewReader(nil).Events("traces/"))
 //	pool, err := mine.Mine(sessions, nil)
 //	err = pool.Save("pool.json")
-//	// later, in the sidecar: predict.NewOnline(pool, nil)
+//	// later, in the sidecar: pattern.NewOnline(pool, nil)
 package mine

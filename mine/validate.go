@@ -52,7 +52,7 @@ func (h *mineHistory) Used(call uint64) bool {
 }
 
 // maxUsedCalls is how far back "not called yet" looks, as the predictor's
-// default memory of calls (predict.OnlineOptions.MaxCalls).
+// default memory of calls (pattern.OnlineOptions.MaxCalls).
 const maxUsedCalls = 1024
 
 // history returns the History of an occurrence and its context positions

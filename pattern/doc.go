@@ -1,6 +1,6 @@
 // Package pattern holds tool-call patterns, the (C, T, f, p) tuples of the
-// PASTE paper: their pool file, and the compiled Index a predictor serves
-// them from.
+// PASTE paper: their pool file, the compiled Index, and Online, the
+// predictor that serves them (the paper's Algorithm 2).
 //
 // A pattern says: when a session's recent calls match the context C (a
 // sequence of signatures), the next call is to tool T with the arguments
@@ -18,6 +18,10 @@
 //     Payloads, reading paths in raw JSON without decoding it; Record
 //     keeps the counts behind p up to date as the session goes on, and
 //     Snapshot writes them back into a pool.
+//   - Online: the pattern predictor (a predict.Predictor). Per session it
+//     keeps a bounded window of recent signatures and payloads, looks up the
+//     patterns matching it, derives their arguments lazily, ranks the
+//     candidate calls, and learns the counts online unless Frozen.
 //   - Compiler: the same compilation and evaluation for patterns in no pool
 //     yet, with which the miner validates what it finds.
 //
@@ -28,6 +32,9 @@
 // A minimal use:
 //
 //	pool, err := pattern.Load("pool.json") // from ahead mine
-//	x, err := pattern.NewIndex(pool)
-//	// or, through a predictor: predict.NewOnline(pool, nil)
+//	o, err := pattern.NewOnline(pool, nil) // a predict.Predictor
+//	preds := o.Observe(ev)                 // after each authoritative call
+//
+// A pool in use (patterns and conversation model joined, learning new
+// patterns, checkpoints) is package learn's.
 package pattern

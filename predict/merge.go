@@ -61,34 +61,15 @@ func Merge(lists ...[]Prediction) []Prediction {
 	return out
 }
 
-// Hearer is a predictor that also listens to the conversation: Hear is
-// given each message of a session (trace.KindMessage events) as it becomes
-// known and returns the predictions it now makes for the session's next
-// calls.
-type Hearer interface {
-	Hear(msg trace.Event) []Prediction
-}
-
-// Part is one predictor joined by Join: it observes every call result and
-// may also implement Hearer and Start(session) []Prediction.
-type Part interface {
-	Observe(ev trace.Event) []Prediction
-	Forget(session string)
-}
-
-type starter interface {
-	Start(session string) []Prediction
-}
-
-// Joined asks several predictors and merges their answers (Merge). It
-// forwards Hear and Start to the parts that implement them. It is safe for
+// Joined asks several predictors (its parts) and merges their answers
+// (Merge). It forwards Hear and Start to the parts that implement them. It is safe for
 // concurrent use if its parts are.
 type Joined struct {
-	parts []Part
+	parts []Predictor
 }
 
 // Join returns a predictor that asks every non-nil part.
-func Join(parts ...Part) *Joined {
+func Join(parts ...Predictor) *Joined {
 	j := &Joined{}
 	for _, p := range parts {
 		if p != nil {
@@ -100,12 +81,12 @@ func Join(parts ...Part) *Joined {
 
 // Observe asks every part.
 func (j *Joined) Observe(ev trace.Event) []Prediction {
-	return j.ask(func(p Part) []Prediction { return p.Observe(ev) })
+	return j.ask(func(p Predictor) []Prediction { return p.Observe(ev) })
 }
 
 // Hear asks the parts that listen to the conversation.
 func (j *Joined) Hear(msg trace.Event) []Prediction {
-	return j.ask(func(p Part) []Prediction {
+	return j.ask(func(p Predictor) []Prediction {
 		if h, ok := p.(Hearer); ok {
 			return h.Hear(msg)
 		}
@@ -115,8 +96,8 @@ func (j *Joined) Hear(msg trace.Event) []Prediction {
 
 // Start asks the parts that predict a session's first call.
 func (j *Joined) Start(session string) []Prediction {
-	return j.ask(func(p Part) []Prediction {
-		if s, ok := p.(starter); ok {
+	return j.ask(func(p Predictor) []Prediction {
+		if s, ok := p.(Starter); ok {
 			return s.Start(session)
 		}
 		return nil
@@ -142,7 +123,7 @@ func (j *Joined) SessionBytes(session string) int64 {
 	return n
 }
 
-func (j *Joined) ask(f func(Part) []Prediction) []Prediction {
+func (j *Joined) ask(f func(Predictor) []Prediction) []Prediction {
 	if len(j.parts) == 1 {
 		return f(j.parts[0])
 	}

@@ -1,11 +1,20 @@
 // Package predict turns what an agent just did into ranked guesses of what
 // it will call next.
 //
-// A Prediction is a concrete call (tool and canonical-able arguments) or a
-// tool-only guess (Args nil) with a probability. The engine asks a predictor
-// after every authoritative result; this package provides the pattern-based
-// online predictor (the PASTE paper's Algorithm 2), and simple predictors for
-// tests and baselines.
+// This package is the contract every origin of predictions speaks: a
+// Prediction is a concrete call (tool and canonical-able arguments) or a
+// tool-only guess (Args nil) with a probability and its Origin; a
+// Predictor is asked after every authoritative result (and, if it is a
+// Starter or a Hearer, at a session's start and on each message); Merge
+// and Join combine several origins' answers into one ranked list. The
+// engine, the gateway, ahead bench and ahead eval depend on this contract
+// alone. It also holds the reference n-gram baseline (NGram) and Func,
+// for tests.
+//
+// The predictors live with what they know: the pattern predictor in
+// package pattern (Online), the conversation model in convo, the fast
+// model in speculator; package learn joins a pool's parts into the
+// predictor the server, bench and eval serve.
 package predict
 
 import (
@@ -65,7 +74,41 @@ func (o Origin) Or() Origin {
 	return o
 }
 
-// Func adapts a function to the engine's predictor interface: Observe calls
+// Predictor guesses a session's next calls: the interface every origin's
+// predictor implements and every consumer (the engine, ahead bench, ahead
+// eval) asks. Observe is called after every authoritative result of every
+// session, possibly concurrently; it returns predictions best first.
+// Forget drops a session's state. A Predictor may also be a Starter and a
+// Hearer.
+type Predictor interface {
+	Observe(ev trace.Event) []Prediction
+	Forget(session string)
+}
+
+// Starter is a Predictor that can also guess a session's first call,
+// before it makes any (from the patterns whose context is the session
+// start, or what was said).
+type Starter interface {
+	Start(session string) []Prediction
+}
+
+// Hearer is a predictor that also listens to the conversation: Hear is
+// given each message of a session (trace.KindMessage events) as it becomes
+// known and returns the predictions it now makes for the session's next
+// calls.
+type Hearer interface {
+	Hear(msg trace.Event) []Prediction
+}
+
+var (
+	_ Predictor = Func(nil)
+	_ Predictor = (*Joined)(nil)
+	_ Starter   = (*Joined)(nil)
+	_ Hearer    = (*Joined)(nil)
+	_ Starter   = (*NGram)(nil)
+)
+
+// Func adapts a function to the Predictor interface: Observe calls
 // it, Forget does nothing. A nil Func predicts nothing.
 type Func func(ev trace.Event) []Prediction
 

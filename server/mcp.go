@@ -12,9 +12,9 @@ import (
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -79,7 +79,7 @@ func mountMCP(mux *http.ServeMux, p *mcpproxy.Proxy, eng mcpproxy.Caller) {
 // rather than from a second launch (issue 14).
 func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writer, opts *Options) error {
 	o := opts.withDefaults()
-	var pred *predict.Served
+	var pred *learn.Predictor
 	var rec *trace.Writer
 	var err error
 	dir := ""
@@ -136,7 +136,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 // closeMCP stops what ServeMCP started, in dependency order: the engine
 // (cancelling speculative work and writing its records), the upstreams,
 // then the final checkpoint and the traces. nil parts are skipped.
-func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *predict.Served, rec *trace.Writer) error {
+func closeMCP(eng *engine.Engine, proxy *mcpproxy.Proxy, pred *learn.Predictor, rec *trace.Writer) error {
 	var errs []error
 	if eng != nil {
 		eng.Close()

@@ -4,8 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/ahead-dev/ahead/config"
-	"github.com/ahead-dev/ahead/convo"
-	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/learn"
+	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -17,11 +17,15 @@ const learnCalls = 20000
 // patterns are mined from the calls of this run and, when tracesDir is set,
 // from the most recent recordings there: ahead mcp serves one session per
 // process, so only the recordings show a pattern recur.
-func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, logger *slog.Logger) (*predict.Served, error) {
-	opts := predict.PoolOptions{Path: pc.Pool, Learn: pc.Learn, Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
-		MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions, Logger: logger, Parts: convo.Parts}
+func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, logger *slog.Logger) (*learn.Predictor, error) {
+	opts := &learn.Options{
+		Online:     pattern.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions},
+		Learn:      pc.Learn,
+		Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
+		Logger: logger,
+	}
 	if tracesDir != "" {
 		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }
 	}
-	return predict.Serve(opts)
+	return learn.Open(pc.Pool, opts)
 }

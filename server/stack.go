@@ -17,6 +17,7 @@ import (
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/gateway"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/speculator"
@@ -33,7 +34,7 @@ type Stack struct {
 	backends  map[string]engine.Backend
 	remotes   []*remote.Backend
 	recorder  *trace.Writer
-	predictor *predict.Served
+	predictor *learn.Predictor
 	spec      *speculator.Speculator   // nil without a speculator block
 	mcp       *mcpproxy.Proxy          // nil without mcpServers
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint

@@ -3,7 +3,7 @@
 // agent's next tool calls (Speculative Actions, arXiv 2510.04371), asked
 // only when the guess can pay for itself (SPAgent, arXiv 2511.20048).
 //
-// A Speculator is a predict.Part and predict.Hearer. Observe and Hear
+// A Speculator is a predict.Predictor and predict.Hearer. Observe and Hear
 // return nil at once; when a think window opens — a tool result returned,
 // a user message arrived — it asks the model in the background, one
 // non-streamed chat completion per window, with the tools and tool_choice

@@ -65,8 +65,8 @@ type Sim struct {
 }
 
 var (
-	_ predict.Part   = (*Sim)(nil)
-	_ predict.Hearer = (*Sim)(nil)
+	_ predict.Predictor = (*Sim)(nil)
+	_ predict.Hearer    = (*Sim)(nil)
 )
 
 // NewSim returns a simulated speculator.

@@ -106,7 +106,7 @@ type OfferFunc func(session string, seq int, preds []predict.Prediction) bool
 
 // Speculator asks a fast model for a session's next tool calls whenever a
 // think window opens, and offers its guesses to the engine. It is a
-// predict.Part and a predict.Hearer whose Observe and Hear return nil at
+// predict.Predictor and a predict.Hearer whose Observe and Hear return nil at
 // once: guesses arrive later, through Options.Offer. It is safe for
 // concurrent use. Close stops it.
 type Speculator struct {
@@ -133,8 +133,8 @@ type Speculator struct {
 }
 
 var (
-	_ predict.Part   = (*Speculator)(nil)
-	_ predict.Hearer = (*Speculator)(nil)
+	_ predict.Predictor = (*Speculator)(nil)
+	_ predict.Hearer    = (*Speculator)(nil)
 )
 
 // New returns a speculator for opts (copied; defaults filled in).

@@ -193,7 +193,7 @@ func (s *Split) String() string {
 // Files expands them; a Writer's file names sort by time), reading newest
 // first until they hold at least maxCalls calls, in file order. Malformed
 // lines are skipped: a store being written to may hold a torn line. It is
-// what a pool that learns mines (predict.LearnerOptions.Recorded).
+// what a pool that learns mines (learn.LearnerOptions.Recorded).
 func Recent(maxCalls int, paths ...string) ([]Session, error) {
 	files, err := Files(paths...)
 	if err != nil {

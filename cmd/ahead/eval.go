@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 
-	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/evaluate"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
@@ -46,7 +45,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	poolPath := fs.String("patterns", "", "pool file from ahead mine (required)")
 	predOut := fs.String("predictions", "", "write each call's ranked predictions to this JSONL file")
 	asJSON := fs.Bool("json", false, "print the metrics as JSON")
-	learn := fs.Bool("learn", false, "let the predictor learn online from the evaluated traces as it goes (as a running ahead does)")
+	learnOnline := fs.Bool("learn", false, "let the predictor learn online from the evaluated traces as it goes (as a running ahead does)")
 	relearnEvery := fs.Int("relearn-every", 0, "mine the calls seen so far every `N` sessions, adding the patterns the pool lacks (implies --learn; 0: never)")
 	var train stringList
 	fs.Var(&train, "train", "traces to train the n-gram baseline on; repeatable")
@@ -102,12 +101,8 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	ngram := predict.NewNGram(*ngramN)
 	ngram.Train(baseTrain)
-	var online evaluate.Predictor
-	if *relearnEvery > 0 {
-		online, err = newRelearner(pool, *relearnEvery)
-	} else {
-		online, err = convo.Serve(pool, &predict.OnlineOptions{Frozen: !*learn})
-	}
+	online, err := learn.New(pool, &learn.Options{Online: pattern.OnlineOptions{Frozen: !*learnOnline},
+		Learn: *relearnEvery > 0, RelearnEvery: *relearnEvery})
 	if err != nil {
 		return err
 	}
@@ -127,44 +122,11 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if r, ok := online.(*relearner); ok && r.err != nil {
-		return r.err
+	if err := online.Close(); err != nil {
+		return err
 	}
 	if *asJSON {
 		return res.WriteJSON(e.stdout)
 	}
 	return res.WriteTable(e.stdout)
-}
-
-// relearner is the predictor of eval --relearn-every: a Learner with the
-// pool's conversation model, which mines the calls it has seen every so
-// many sessions, as a running ahead does at its checkpoints.
-type relearner struct {
-	*predict.Joined
-	l     *predict.Learner
-	every int
-	ended int
-	err   error // the first failed relearn
-}
-
-func newRelearner(pool *pattern.Pool, every int) (*relearner, error) {
-	l, err := predict.NewLearner(pool, nil)
-	if err != nil {
-		return nil, err
-	}
-	parts, err := convo.Parts(pool)
-	if err != nil {
-		return nil, err
-	}
-	return &relearner{Joined: predict.Join(append([]predict.Part{l}, parts...)...), l: l, every: every}, nil
-}
-
-// Forget ends a session, and relearns every r.every sessions.
-func (r *relearner) Forget(session string) {
-	r.Joined.Forget(session)
-	if r.ended++; r.ended%r.every == 0 && r.err == nil {
-		if _, err := r.l.Relearn(); err != nil {
-			r.err = fmt.Errorf("relearning after %d sessions: %w", r.ended, err)
-		}
-	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/pattern"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -112,7 +111,7 @@ func TestMCPFirstUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := predict.NewOnline(p, nil)
+	o, err := pattern.NewOnline(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

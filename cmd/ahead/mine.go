@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/ahead-dev/ahead/convo"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/progress"
@@ -74,7 +74,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := convo.MineInto(pool, sessions); err != nil {
+	if _, err := learn.MineInto(pool, sessions); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

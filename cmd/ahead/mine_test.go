@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/ahead-dev/ahead/evaluate"
+	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/pattern"
-	"github.com/ahead-dev/ahead/predict"
 )
 
 // runCLI runs the command line and returns its exit code and outputs.
@@ -164,7 +164,7 @@ func TestEvalRelearn(t *testing.T) {
 	dir := t.TempDir()
 	tr, _ := writeListTrace(t, dir, 40)
 	pool := filepath.Join(dir, "empty.json")
-	if err := predict.EmptyPool().Save(pool); err != nil {
+	if err := learn.EmptyPool().Save(pool); err != nil {
 		t.Fatal(err)
 	}
 	exact := func(args ...string) float64 {

@@ -1,4 +1,4 @@
-package predict
+package pattern
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/ahead-dev/ahead/callkey"
-	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -56,7 +56,7 @@ type OnlineOptions struct {
 // the session's window needs them: callers must not modify them afterwards.
 // Online is safe for concurrent use; calls for one session are serialised.
 type Online struct {
-	x    *pattern.Index
+	x    *Index
 	opts OnlineOptions
 	k    int // window length
 
@@ -72,15 +72,15 @@ type Online struct {
 }
 
 var _ interface {
-	Observe(trace.Event) []Prediction
-	Start(string) []Prediction
+	Observe(trace.Event) []predict.Prediction
+	Start(string) []predict.Prediction
 	Forget(string)
 	SessionBytes(string) int64
 } = (*Online)(nil)
 
 // NewOnline returns a predictor serving the pool. opts may be nil.
-func NewOnline(pool *pattern.Pool, opts *OnlineOptions) (*Online, error) {
-	x, err := pattern.NewIndex(pool)
+func NewOnline(pool *Pool, opts *OnlineOptions) (*Online, error) {
+	x, err := NewIndex(pool)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func NewOnline(pool *pattern.Pool, opts *OnlineOptions) (*Online, error) {
 }
 
 // Index returns the compiled pool.
-func (o *Online) Index() *pattern.Index { return o.x }
+func (o *Online) Index() *Index { return o.x }
 
 // session is one session's state.
 type session struct {
@@ -139,7 +139,7 @@ type session struct {
 	free   []*slot // slots neither the window nor last holds any more
 	hist   history
 	window []int32
-	evals  pattern.EvalCache // the candidates of this prediction; backs scored's args
+	evals  EvalCache // the candidates of this prediction; backs scored's args
 	preds  map[predKey]int
 }
 
@@ -147,13 +147,13 @@ type slot struct {
 	sig  int32
 	refs int8 // held by the window and/or the per-signature memory
 	ev   trace.Event
-	pay  pattern.Payload
+	pay  Payload
 }
 
 type firing struct {
 	pattern   int32
 	evaluated bool
-	repeat    bool     // its call was made already (see pattern.Pattern.Repeats)
+	repeat    bool     // its call was made already (see Pattern.Repeats)
 	hashes    []uint64 // candidate hashes by rank; nil for tool-only
 	credited  uint64   // ranks whose call was made since (Soon counted)
 }
@@ -261,14 +261,14 @@ func (sl *slot) bytes() int64 {
 
 // Observe records an authoritative event and returns the predicted next
 // calls, best first.
-func (o *Online) Observe(ev trace.Event) []Prediction {
+func (o *Online) Observe(ev trace.Event) []predict.Prediction {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	canon, err := callkey.CanonicalView(ev.Args)
 	var hash uint64
 	if err == nil {
-		hash = pattern.CallHash(ev.Tool, canon)
+		hash = CallHash(ev.Tool, canon)
 	}
 	if !o.opts.Frozen {
 		o.learn(s, ev.Tool, hash, err == nil)
@@ -282,15 +282,15 @@ func (o *Online) Observe(ev trace.Event) []Prediction {
 	return o.predict(s, false)
 }
 
-// warm shows the predictor an event of a session already under way,
+// Warm shows the predictor an event of a session already under way,
 // without learning from it or predicting: how a Learner carries sessions
 // over to a new pool.
-func (o *Online) warm(ev trace.Event) {
+func (o *Online) Warm(ev trace.Event) {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if canon, err := callkey.CanonicalView(ev.Args); err == nil {
-		s.use(pattern.CallHash(ev.Tool, canon), o.opts.MaxCalls)
+		s.use(CallHash(ev.Tool, canon), o.opts.MaxCalls)
 	}
 	o.push(s, ev)
 }
@@ -302,7 +302,7 @@ func (o *Online) warm(ev trace.Event) {
 // session's first event settles them like any other predictions. Once the
 // session has events Start returns nil; called again before the first
 // event, it predicts again and only the last predictions are settled.
-func (o *Online) Start(session string) []Prediction {
+func (o *Online) Start(session string) []predict.Prediction {
 	s := o.session(session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -379,7 +379,7 @@ func (o *Online) push(s *session, ev trace.Event) {
 		s.head = (s.head + 1) % o.k
 	}
 	sl.refs++
-	if sl.sig != pattern.UnknownSig {
+	if sl.sig != UnknownSig {
 		l := s.last[sl.sig]
 		if len(l) >= o.x.History(sl.sig) {
 			s.release(l[0])
@@ -408,14 +408,14 @@ func (s *session) at(i int) *slot {
 	return s.ring[(s.head+i)%len(s.ring)]
 }
 
-// history adapts a session to pattern.History. Window position 0 is the
+// history adapts a session to History. Window position 0 is the
 // session start marker when present.
 type history struct {
 	s     *session
 	start int // 1 if window[0] is the start marker
 }
 
-func (h *history) At(pos int) *pattern.Payload {
+func (h *history) At(pos int) *Payload {
 	i := pos - h.start
 	if i < 0 || i >= len(h.s.ring) {
 		return nil
@@ -423,14 +423,14 @@ func (h *history) At(pos int) *pattern.Payload {
 	return &h.s.at(i).pay
 }
 
-func (h *history) Last(sig int32) *pattern.Payload {
+func (h *history) Last(sig int32) *Payload {
 	if l := h.s.last[sig]; len(l) > 0 {
 		return &l[len(l)-1].pay
 	}
 	return nil
 }
 
-func (h *history) Recent(sig int32, i int) *pattern.Payload {
+func (h *history) Recent(sig int32, i int) *Payload {
 	if l := h.s.last[sig]; i >= 0 && i < len(l) {
 		return &l[len(l)-1-i].pay
 	}
@@ -441,14 +441,14 @@ func (h *history) Used(call uint64) bool { return h.s.used[call] > 0 }
 
 // predict returns the predictions after the session's latest event, or,
 // if first, before its first event (the session start alone).
-func (o *Online) predict(s *session, first bool) []Prediction {
+func (o *Online) predict(s *session, first bool) []predict.Prediction {
 	s.window = s.window[:0]
 	// The History is passed as a pointer into the session: a history
 	// value would be boxed, one allocation per pattern fired.
 	s.hist = history{s: s}
 	h := &s.hist
 	if s.n <= o.k {
-		s.window = append(s.window, pattern.StartSig)
+		s.window = append(s.window, StartSig)
 		h.start = 1
 	}
 	for i := range s.ring {
@@ -516,7 +516,7 @@ func (o *Online) predict(s *session, first bool) []Prediction {
 			}
 			p := (hits + p0) / (support + 1)
 			// A call not made yet is also worth how often it was made
-			// soon, not only next (Prediction.P: the session's next
+			// soon, not only next (predict.Prediction.P: the session's next
 			// calls include it).
 			if soon, ok := o.x.Soon(pi, 0); ok && !f.repeat {
 				p = max(p, float64(soon)/(float64(c.Support)+o.opts.Shrink))
@@ -577,7 +577,7 @@ type scored struct {
 // tool already listed goes ahead of the tool-only guesses below it. Tool-only
 // guesses are kept only for tools without concrete calls: for a tool with
 // some, a warm-up adds nothing to running them.
-func rank(out []scored, limit int) []Prediction {
+func rank(out []scored, limit int) []predict.Prediction {
 	var best string
 	bestP := -1.0
 	var exact []string // tools with concrete calls (few: a slice beats a map)
@@ -638,9 +638,9 @@ func rank(out []scored, limit int) []Prediction {
 		n += len(sc.args)
 	}
 	buf := make([]byte, 0, n)
-	preds := make([]Prediction, len(out))
+	preds := make([]predict.Prediction, len(out))
 	for i, sc := range out {
-		preds[i] = Prediction{Tool: sc.key.tool, P: sc.p, Repeat: sc.repeat}
+		preds[i] = predict.Prediction{Tool: sc.key.tool, P: sc.p, Repeat: sc.repeat}
 		if sc.args != nil {
 			at := len(buf)
 			buf = append(buf, sc.args...)

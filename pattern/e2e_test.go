@@ -1,4 +1,4 @@
-package predict_test
+package pattern_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/mine"
+	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -30,7 +30,7 @@ func TestMinedPredictionReusedThroughEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
-		online, err := predict.NewOnline(pool, nil)
+		online, err := pattern.NewOnline(pool, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
-package predict
+package learn
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -15,9 +17,9 @@ import (
 // read_text_file of the file it listed, and returns what was predicted
 // after list_directory.
 func listThenRead(p interface {
-	Observe(ev trace.Event) []Prediction
+	Observe(ev trace.Event) []predict.Prediction
 	Forget(string)
-}, session string, i int) []Prediction {
+}, session string, i int) []predict.Prediction {
 	dir := fmt.Sprintf("/home/me/project%d", i)
 	file := "README.md"
 	preds := p.Observe(ev(session, 0, "list_directory", fmt.Sprintf(`{"path":%q}`, dir), "[FILE] "+file+"\n[DIR] src"))
@@ -56,7 +58,7 @@ func TestLearnerNewPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestLearnerKeepsCounts(t *testing.T) {
 func TestServedCountsCheckpointFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "no-such-dir", "pool.json")
-		s, err := Serve(PoolOptions{Path: bad, Learn: true, Checkpoint: bad, CheckpointEvery: time.Minute})
+		s, err := Open(bad, &Options{Learn: true, Checkpoint: bad, CheckpointEvery: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,4 +121,20 @@ func TestServedCountsCheckpointFailures(t *testing.T) {
 			t.Error("Close reported no error for the final checkpoint to a missing directory")
 		}
 	})
+}
+
+func ev(session string, seq int, tool, args, out string) trace.Event {
+	return trace.Event{Session: session, Seq: seq, Tool: tool, Args: json.RawMessage(args), Status: trace.StatusOK, Output: out}
+}
+
+type brief struct {
+	Tool, Args string
+}
+
+func briefs(ps []predict.Prediction) []brief {
+	var out []brief
+	for _, p := range ps {
+		out = append(out, brief{p.Tool, string(p.Args)})
+	}
+	return out
 }

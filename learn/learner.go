@@ -1,4 +1,4 @@
-package predict
+package learn
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -20,7 +21,7 @@ import (
 type LearnerOptions struct {
 	// Online configures the predictor serving the pool (not Frozen: a
 	// Learner learns).
-	Online OnlineOptions
+	Online pattern.OnlineOptions
 	// MaxCalls bounds the calls kept for mining; the oldest sessions are
 	// dropped first. 0 means 20000.
 	MaxCalls int
@@ -52,7 +53,7 @@ type Learner struct {
 	opts     LearnerOptions
 	mineOpts mine.Options
 
-	cur atomic.Pointer[Online]
+	cur atomic.Pointer[pattern.Online]
 
 	mu     sync.Mutex // protects the fields below, and the swap of cur
 	log    map[string][]trace.Event
@@ -65,8 +66,8 @@ type Learner struct {
 }
 
 var _ interface {
-	Observe(trace.Event) []Prediction
-	Start(string) []Prediction
+	Observe(trace.Event) []predict.Prediction
+	Start(string) []predict.Prediction
 	Forget(string)
 } = (*Learner)(nil)
 
@@ -94,7 +95,7 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 		MinConfidence: pool.Mined.MinConfidence,
 		Horizon:       pool.Mined.Horizon,
 	}
-	o, err := NewOnline(pool, &l.opts.Online)
+	o, err := pattern.NewOnline(pool, &l.opts.Online)
 	if err != nil {
 		return nil, err
 	}
@@ -102,14 +103,9 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 	return l, nil
 }
 
-// EmptyPool returns a pool with no patterns, as a new Learner starts from.
-func EmptyPool() *pattern.Pool {
-	return &pattern.Pool{Version: pattern.Version, Discriminators: []pattern.Discriminator{}, Patterns: []pattern.Pattern{}}
-}
-
 // Observe keeps ev for mining and returns the predictions of the current
 // pool.
-func (l *Learner) Observe(ev trace.Event) []Prediction {
+func (l *Learner) Observe(ev trace.Event) []predict.Prediction {
 	l.mu.Lock()
 	l.keep(ev)
 	o := l.cur.Load()
@@ -139,7 +135,7 @@ func (l *Learner) keep(ev trace.Event) {
 }
 
 // Start returns the current pool's predictions of a session's first call.
-func (l *Learner) Start(session string) []Prediction { return l.cur.Load().Start(session) }
+func (l *Learner) Start(session string) []predict.Prediction { return l.cur.Load().Start(session) }
 
 // Forget drops a session's prediction state; its calls stay for mining.
 func (l *Learner) Forget(session string) {
@@ -175,7 +171,7 @@ func (l *Learner) Relearn() (int, error) {
 	if l.opts.Recorded != nil {
 		rec, err := l.opts.Recorded()
 		if err != nil {
-			return 0, fmt.Errorf("predict: reading recorded sessions: %w", err)
+			return 0, fmt.Errorf("learn: reading recorded sessions: %w", err)
 		}
 		seen := make(map[string]bool, len(sessions))
 		for _, s := range sessions {
@@ -195,7 +191,7 @@ func (l *Learner) Relearn() (int, error) {
 	}
 	mined, err := mine.Mine(sessions, &opts)
 	if err != nil {
-		return 0, fmt.Errorf("predict: mining observed calls: %w", err)
+		return 0, fmt.Errorf("learn: mining observed calls: %w", err)
 	}
 
 	l.mu.Lock()
@@ -210,13 +206,13 @@ func (l *Learner) Relearn() (int, error) {
 	if added == 0 {
 		return 0, nil
 	}
-	o, err := NewOnline(merged, &l.opts.Online)
+	o, err := pattern.NewOnline(merged, &l.opts.Online)
 	if err != nil {
 		return 0, err
 	}
 	for id := range l.live {
 		for _, ev := range l.log[id] {
-			o.warm(ev)
+			o.Warm(ev)
 		}
 	}
 	l.cur.Store(o)
@@ -241,7 +237,7 @@ func (l *Learner) Checkpoint(path string) error {
 // then once more, as Online.CheckpointEvery does.
 func (l *Learner) CheckpointEvery(ctx context.Context, path string, interval time.Duration, failed func(error)) error {
 	if interval <= 0 {
-		return errors.New("predict: checkpoint interval must be positive")
+		return errors.New("learn: checkpoint interval must be positive")
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()

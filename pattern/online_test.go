@@ -1,4 +1,4 @@
-package predict
+package pattern_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -42,7 +43,7 @@ type brief struct {
 	Tool, Args string
 }
 
-func briefs(ps []Prediction) []brief {
+func briefs(ps []predict.Prediction) []brief {
 	var out []brief
 	for _, p := range ps {
 		out = append(out, brief{p.Tool, string(p.Args)})
@@ -51,7 +52,7 @@ func briefs(ps []Prediction) []brief {
 }
 
 func TestOnlineListCandidates(t *testing.T) {
-	o, err := NewOnline(minePool(t, testdata("list.jsonl")), &OnlineOptions{Frozen: true})
+	o, err := pattern.NewOnline(minePool(t, testdata("list.jsonl")), &pattern.OnlineOptions{Frozen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestOnlineSoon(t *testing.T) {
 	if pool.Mined.Horizon == 0 {
 		t.Fatal("mined pool has no horizon")
 	}
-	o, err := NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestOnlineSoon(t *testing.T) {
 }
 
 func TestOnlineProbabilities(t *testing.T) {
-	o, err := NewOnline(minePool(t, testdata("list.jsonl")), &OnlineOptions{Frozen: true})
+	o, err := pattern.NewOnline(minePool(t, testdata("list.jsonl")), &pattern.OnlineOptions{Frozen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestOnlineToolOnly(t *testing.T) {
 	pool := &pattern.Pool{Version: pattern.Version, Mined: pattern.Mined{MaxContext: 2}, Patterns: []pattern.Pattern{
 		{Context: []pattern.Signature{{Tool: "a"}}, Tool: "b", Support: 10, Hits: []int{8}, ToolHits: 8},
 	}}
-	o, err := NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestOnlineToolOnly(t *testing.T) {
 
 func TestOnlineLearns(t *testing.T) {
 	pool := minePool(t, testdata("path.jsonl"))
-	support := func(o *Online) int {
+	support := func(o *pattern.Online) int {
 		n := 0
 		for _, p := range o.Index().Snapshot().Patterns {
 			n += p.Support + p.ElseSupport
@@ -174,7 +175,7 @@ func TestOnlineLearns(t *testing.T) {
 		return n
 	}
 	for _, frozen := range []bool{false, true} {
-		o, err := NewOnline(pool, &OnlineOptions{Frozen: frozen})
+		o, err := pattern.NewOnline(pool, &pattern.OnlineOptions{Frozen: frozen})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +205,7 @@ func TestOnlineLearns(t *testing.T) {
 
 func TestOnlineCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o, err := NewOnline(minePool(t, testdata("path.jsonl")), nil)
+		o, err := pattern.NewOnline(minePool(t, testdata("path.jsonl")), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,32 +238,28 @@ func TestOnlineCheckpoint(t *testing.T) {
 }
 
 func TestOnlineSessionsBounded(t *testing.T) {
-	o, err := NewOnline(minePool(t, testdata("path.jsonl")), &OnlineOptions{MaxSessions: 2})
+	o, err := pattern.NewOnline(minePool(t, testdata("path.jsonl")), &pattern.OnlineOptions{MaxSessions: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"a", "b", "a", "c"} {
 		o.Observe(ev(s, 0, "lookup_user", `{}`, `{}`))
 	}
-	o.mu.Lock()
-	_, hasA := o.sessions["a"]
-	_, hasB := o.sessions["b"]
-	n := len(o.sessions)
-	o.mu.Unlock()
+	n, has := o.Tracked("a", "b")
+	hasA, hasB := has[0], has[1]
 	if n != 2 || !hasA || hasB {
 		t.Errorf("sessions after a, b, a, c with room for 2: n=%d a=%v b=%v; want the least recently active (b) evicted", n, hasA, hasB)
 	}
 	o.Forget("a")
-	o.mu.Lock()
-	_, hasA = o.sessions["a"]
-	o.mu.Unlock()
+	_, has = o.Tracked("a")
+	hasA = has[0]
 	if hasA {
 		t.Error("Forget kept the session")
 	}
 }
 
 func TestOnlineConcurrent(t *testing.T) {
-	o, err := NewOnline(minePool(t, testdata("list.jsonl")), nil)
+	o, err := pattern.NewOnline(minePool(t, testdata("list.jsonl")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +288,7 @@ func TestOnlineConcurrent(t *testing.T) {
 }
 
 func TestNGram(t *testing.T) {
-	g := NewNGram(3)
+	g := predict.NewNGram(3)
 	g.Train([]trace.Session{
 		{ID: "1", Events: []trace.Event{ev("1", 0, "a", `{}`, ""), ev("1", 1, "b", `{"x":1}`, ""), ev("1", 2, "c", `{}`, "")}},
 		{ID: "2", Events: []trace.Event{ev("2", 0, "a", `{}`, ""), ev("2", 1, "b", `{"x":2}`, ""), ev("2", 2, "b", `{}`, "")}},
@@ -312,34 +309,6 @@ func TestNGram(t *testing.T) {
 	}
 }
 
-// TestRankConcreteBeforeToolOnly checks the order of the ranked list: the
-// likeliest tool first, then by p, except that a concrete call of a tool
-// already listed goes ahead of tool-only guesses, which leaves the order
-// of first appearance of the tools as it was.
-func TestRankConcreteBeforeToolOnly(t *testing.T) {
-	call := func(tool string, h uint64, args string, p float64) scored {
-		return scored{key: predKey{tool: tool, hash: h}, args: []byte(args), p: p}
-	}
-	guess := func(tool string, p float64) scored { return scored{key: predKey{tool: tool}, p: p} }
-	in := []scored{
-		guess("read", 0.85), // the tool's odds, dropped: it has concrete calls
-		call("read", 1, `{"id":1}`, 0.8),
-		call("read", 2, `{"id":2}`, 0.4),
-		guess("search", 0.13),
-		guess("status", 0.09),
-		call("read", 3, `{"id":3}`, 0.05),
-		call("write", 4, `{"id":4}`, 0.04),
-	}
-	got := briefs(rank(in, 10))
-	want := []brief{
-		{"read", `{"id":1}`}, {"read", `{"id":2}`}, {"read", `{"id":3}`},
-		{"search", ""}, {"status", ""}, {"write", `{"id":4}`},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ranked (-want +got):\n%s", diff)
-	}
-}
-
 // TestOnlineRepeats checks that a one-call pattern's p depends on whether
 // the session made the call already, from the pattern's repeat counts,
 // and that learning counts repeats.
@@ -349,7 +318,7 @@ func TestOnlineRepeats(t *testing.T) {
 		Args:    []pattern.Mapping{{Arg: "x", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/x"}},
 		Support: 10, Hits: []int{5}, ToolHits: 5, Repeats: 5, RepeatHits: 0,
 	}}}
-	o, err := NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +365,7 @@ func TestOnlineStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// startCounts sums the counts of the session-start patterns.
-	startCounts := func(o *Online) (support, hits int) {
+	startCounts := func(o *pattern.Online) (support, hits int) {
 		for _, p := range o.Index().Snapshot().Patterns {
 			if len(p.Context) == 1 && p.Context[0].Start {
 				support += p.Support
@@ -405,7 +374,7 @@ func TestOnlineStart(t *testing.T) {
 		}
 		return support, hits
 	}
-	o, err := NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +430,7 @@ func TestOnlineStart(t *testing.T) {
 }
 
 func TestNGramStart(t *testing.T) {
-	g := NewNGram(3)
+	g := predict.NewNGram(3)
 	g.Train(startSessions())
 	want := []brief{{"setup", ""}, {"browse", ""}}
 	got := g.Start("n")
@@ -475,13 +444,13 @@ func TestNGramStart(t *testing.T) {
 	if got := g.Start("n"); got != nil {
 		t.Errorf("Start after an event: %+v", got)
 	}
-	if got := NewNGram(3).Start("n"); got != nil {
+	if got := predict.NewNGram(3).Start("n"); got != nil {
 		t.Errorf("untrained Start: %+v", got)
 	}
 }
 
 func TestOnlineSessionBytes(t *testing.T) {
-	o, err := NewOnline(minePool(t, testdata("list.jsonl")), nil)
+	o, err := pattern.NewOnline(minePool(t, testdata("list.jsonl")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +468,7 @@ func TestOnlineSessionBytes(t *testing.T) {
 	for i := range 100 {
 		o.Observe(ev("s", i+1, "list_items", `{}`, big))
 	}
-	if got, limit := o.SessionBytes("s"), int64(o.k+4)*one; got > limit {
+	if got, limit := o.SessionBytes("s"), int64(o.Window()+4)*one; got > limit {
 		t.Errorf("SessionBytes after 101 outputs of 64 KiB = %d, want at most %d", got, limit)
 	}
 	o.Forget("s")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ahead-dev/ahead/evaluate"
 	"github.com/ahead-dev/ahead/mine"
+	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -35,7 +36,7 @@ type Report struct {
 // scores on test, with package evaluate (which replays through
 // trace.Known and keeps the rule of what is known when), the pattern
 // predictor alone, the convo predictor alone, and both joined
-// (predict.Join, as Serve joins them).
+// (predict.Join, as learn.New joins them).
 func Evaluate(ctx context.Context, train, test []trace.Session, opts *EvalOptions) (*Report, error) {
 	if opts == nil {
 		opts = &EvalOptions{}
@@ -51,16 +52,16 @@ func Evaluate(ctx context.Context, train, test []trace.Session, opts *EvalOption
 	}
 	r := &Report{TrainSessions: len(train), TestSessions: len(test), MineSeconds: time.Since(t0).Seconds()}
 	// Each replay gets predictors of its own: they keep session state.
-	patterns := func() (*predict.Online, error) {
-		return predict.NewOnline(pool, &predict.OnlineOptions{Frozen: true})
+	patterns := func() (*pattern.Online, error) {
+		return pattern.NewOnline(pool, &pattern.OnlineOptions{Frozen: true})
 	}
 	for _, run := range []struct {
 		dst  **evaluate.Result
-		pred func() (evaluate.Predictor, error)
+		pred func() (predict.Predictor, error)
 	}{
-		{&r.Patterns, func() (evaluate.Predictor, error) { return patterns() }},
-		{&r.Convo, func() (evaluate.Predictor, error) { return New(m, opts.Predict), nil }},
-		{&r.Merged, func() (evaluate.Predictor, error) {
+		{&r.Patterns, func() (predict.Predictor, error) { return patterns() }},
+		{&r.Convo, func() (predict.Predictor, error) { return New(m, opts.Predict), nil }},
+		{&r.Merged, func() (predict.Predictor, error) {
 			online, err := patterns()
 			if err != nil {
 				return nil, err

@@ -1,4 +1,4 @@
-package predict
+package pattern_test
 
 import (
 	"os"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/mine"
+	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.Fatal(err)
 	}
 	before := heapInUse()
-	o, err := NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
