@@ -248,7 +248,7 @@ func TestOracleFirstStep(t *testing.T) {
 }
 
 // startPredictor is a predictor that also predicts sessions' first calls,
-// as predict.Online does.
+// as pattern.Online does.
 type startPredictor struct {
 	predict.Func
 	start func(session string) []predict.Prediction
