@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	fieldsBackend = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve", "state", "path_root"}
+	fieldsBackend = []string{"http", "exec", "tools", "slots", "reserve", "spec_budget", "rate", "burst", "rate_reserve", "queue", "state", "path_root"}
 	fieldsHTTP    = []string{"url", "timeout", "headers", "max_response_bytes"}
 	fieldsExec    = []string{"command", "timeout", "dir", "env", "max_output_bytes"}
 )
@@ -53,6 +53,8 @@ func (p *parser) backends(n *yaml.Node, field string) []Backend {
 				b.Limits.Burst, _ = p.Int(v, f, 1)
 			case "rate_reserve":
 				b.Limits.RateReserve, _ = p.Int(v, f, 0)
+			case "queue":
+				b.Limits.Queue, _ = p.Int(v, f, 1)
 			case "state":
 				if s, ok := p.Str(v, f); ok {
 					switch s {
@@ -83,14 +85,19 @@ func (p *parser) backends(n *yaml.Node, field string) []Backend {
 			p.Errorf(v, f, "want exactly one of http or exec, got both")
 			return
 		}
-		slots := b.Limits.Slots
-		if slots == 0 {
-			slots = 4 // sched's default
-		}
-		if b.Limits.Reserve > slots {
+		if slots := b.Limits.Slots; slots == 0 {
+			// Without slots, real calls are not limited and speculation
+			// has its own spec_budget: there are no slots to reserve.
+			if b.Limits.Reserve > 0 {
+				p.Errorf(v, yamlnode.Join(f, "reserve"), "reserve needs slots: without slots, real calls are not limited and speculation keeps to spec_budget")
+			}
+		} else if b.Limits.Reserve > slots {
 			p.Errorf(v, yamlnode.Join(f, "reserve"), "reserve %d is more than the backend's %d slots", b.Limits.Reserve, slots)
 		} else if b.Limits.SpecBudget > slots-b.Limits.Reserve {
 			p.Errorf(v, yamlnode.Join(f, "spec_budget"), "spec_budget %d is more than the %d slots outside the reserve", b.Limits.SpecBudget, slots-b.Limits.Reserve)
+		}
+		if b.Limits.Queue > 0 && b.Limits.Slots == 0 && b.Limits.Rate == 0 {
+			p.Errorf(v, yamlnode.Join(f, "queue"), "queue needs slots or rate: without them calls never wait")
 		}
 		if (b.Limits.Burst > 0 || b.Limits.RateReserve > 0) && b.Limits.Rate == 0 {
 			p.Errorf(v, f, "burst and rate_reserve need a rate")

@@ -245,7 +245,7 @@ func TestParseErrors(t *testing.T) {
 		{"backend with both kinds", "backends:\n  b:\n    http: {url: 'http://h/'}\n    exec: {command: [x]}\n", []string{
 			"a.yaml:3:5: backends.b: want exactly one of http or exec, got both"}},
 		{"unknown backend field", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slot: 3\n", []string{
-			"a.yaml:4:5: backends.b.slot: unknown field (want http, exec, tools, slots, reserve, spec_budget, rate, burst, rate_reserve, state or path_root)"}},
+			"a.yaml:4:5: backends.b.slot: unknown field (want http, exec, tools, slots, reserve, spec_budget, rate, burst, rate_reserve, queue, state or path_root)"}},
 		{"unknown http field", "backends:\n  b:\n    http: {url: 'http://h/', timout: 1s}\n", []string{
 			"a.yaml:3:30: backends.b.http.timout: unknown field (want url, timeout, headers or max_response_bytes)"}},
 		{"missing url", "backends:\n  b:\n    http: {timeout: 1s}\n", []string{
@@ -255,8 +255,14 @@ func TestParseErrors(t *testing.T) {
 		{"zero slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 0\n", []string{"a.yaml:4:12: backends.b.slots: must be at least 1, got 0"}},
 		{"reserve over slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 2\n    reserve: 3\n", []string{
 			"a.yaml:3:5: backends.b.reserve: reserve 3 is more than the backend's 2 slots"}},
-		{"spec_budget over free slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    reserve: 1\n    spec_budget: 4\n", []string{
+		{"spec_budget over free slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    slots: 4\n    reserve: 1\n    spec_budget: 4\n", []string{
 			"a.yaml:3:5: backends.b.spec_budget: spec_budget 4 is more than the 3 slots outside the reserve"}},
+		{"reserve without slots", "backends:\n  b:\n    http: {url: 'http://h/'}\n    reserve: 1\n", []string{
+			"a.yaml:3:5: backends.b.reserve: reserve needs slots: without slots, real calls are not limited and speculation keeps to spec_budget"}},
+		{"queue without slots or rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    queue: 8\n", []string{
+			"a.yaml:3:5: backends.b.queue: queue needs slots or rate: without them calls never wait"}},
+		{"mcp queue without slots", "mcpServers:\n  fs: {command: x, queue: 8}\n", []string{
+			"a.yaml:2:20: mcpServers.fs.queue: queue needs slots: without them calls never wait"}},
 		{"burst without rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    burst: 3\n", []string{"a.yaml:3:5: backends.b: burst and rate_reserve need a rate"}},
 		{"negative rate", "backends:\n  b:\n    http: {url: 'http://h/'}\n    rate: -1\n", []string{"a.yaml:4:11: backends.b.rate: must be a positive number, got -1"}},
 		{"tool listed twice", "backends:\n  a:\n    http: {url: 'http://h/'}\n    tools: [x, y]\n  b:\n    http: {url: 'http://h/'}\n    tools: [y]\n", []string{
@@ -292,7 +298,7 @@ func TestParseErrors(t *testing.T) {
 		{"mcpServers field errors", "mcpServers:\n  fs: {command: x, args: [--port, 8080], env: {DEBUG: true}, timeout: 10}\n", []string{
 			"a.yaml:2:35: mcpServers.fs.args[1]: want a string, got a number (8080)",
 			"a.yaml:2:55: mcpServers.fs.env.DEBUG: want a string, got a boolean (true)",
-			"a.yaml:2:62: mcpServers.fs.timeout: unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots)"}},
+			"a.yaml:2:62: mcpServers.fs.timeout: unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations, slots or queue)"}},
 		{"empty mcpServers", "mcpServers: {}\n", []string{"a.yaml:1:13: mcpServers: empty: configure at least one MCP server, or remove mcpServers"}},
 		{"merge key", "backends:\n  b:\n    <<: {http: {url: 'http://h/'}}\n", []string{
 			"a.yaml:3:5: backends.b: merge keys (<<) are not supported; write the fields out",

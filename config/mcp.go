@@ -19,7 +19,8 @@ import (
 //	    cwd: /srv                 # optional working directory
 //	    prefix: fs_               # optional: prepended to its tool names
 //	    trust_annotations: true   # its readOnlyHint/openWorldHint feed the policy
-//	    slots: 4                  # optional: concurrent calls
+//	    slots: 4                  # optional: concurrent calls, real and speculative (default: real calls unlimited)
+//	    queue: 256                # optional, with slots: calls that may wait for one
 //	  search:
 //	    url: https://mcp.example.com/mcp
 //	    headers: {Authorization: "Bearer ..."}
@@ -49,7 +50,7 @@ func (p *parser) mcpServers(n *yaml.Node, field string) []mcpproxy.Upstream {
 }
 
 var (
-	fieldsMCPServer = []string{"command", "args", "env", "cwd", "url", "headers", "type", "prefix", "trust_annotations", "slots"}
+	fieldsMCPServer = []string{"command", "args", "env", "cwd", "url", "headers", "type", "prefix", "trust_annotations", "slots", "queue"}
 	// The fields that only one kind of server uses: given to the other
 	// kind, they would be ignored, so they are errors.
 	fieldsStdioOnly = map[string]bool{"args": true, "env": true, "cwd": true}
@@ -110,6 +111,8 @@ func (p *parser) mcpServer(name string, n *yaml.Node, field string) mcpproxy.Ups
 			u.TrustAnnotations, _ = p.Bool(v, f)
 		case "slots":
 			u.Limits.Slots, _ = p.Int(v, f, 1)
+		case "queue":
+			u.Limits.Queue, _ = p.Int(v, f, 1)
 		default:
 			p.Unknown(k, f, fieldsMCPServer)
 		}
@@ -132,6 +135,8 @@ func (p *parser) mcpServer(name string, n *yaml.Node, field string) mcpproxy.Ups
 			p.Errorf(k, yamlnode.Join(field, k.Value), "only for a server started by a command (stdio), and this one has a url")
 		case url == nil && fieldsHTTPOnly[k.Value]:
 			p.Errorf(k, yamlnode.Join(field, k.Value), "only for a server reached by a url (HTTP), and this one has a command")
+		case k.Value == "queue" && u.Limits.Slots == 0:
+			p.Errorf(k, yamlnode.Join(field, k.Value), "queue needs slots: without them calls never wait")
 		}
 	}
 	return u

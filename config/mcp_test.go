@@ -54,7 +54,7 @@ func TestParseMCPServersRelativeCwd(t *testing.T) {
 }
 
 func TestParseMCPServersErrors(t *testing.T) {
-	const want = "command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots"
+	const want = "command, args, env, cwd, url, headers, type, prefix, trust_annotations, slots or queue"
 	for _, tc := range []struct {
 		name, yaml string
 		want       []string // each error, in order

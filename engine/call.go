@@ -67,7 +67,7 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 	}
 	e.mu.Unlock()
 
-	if !en.job.Promote() && en.job.State() != sched.Finished {
+	if !en.job.Promote(c.s.id) && en.job.State() != sched.Finished {
 		// Preempted, cancelled or dropped: it brings nothing, and a
 		// cancelled run may take the backend a while to return. Waiting
 		// for it would make the call wait on speculation (issue 13).
@@ -119,7 +119,7 @@ func (c *authCall) execute(ctx context.Context, b backend.Backend) (Result, erro
 	req := backend.Request{Session: c.s.id, Tool: c.tool, Args: c.args}
 	var resp backend.Response
 	var err error
-	serr := c.e.sched.Do(ctx, c.backend, func(ctx context.Context) {
+	serr := c.e.sched.Do(ctx, c.backend, c.s.id, func(ctx context.Context) {
 		t0 := time.Now()
 		resp, err = b.Call(ctx, req)
 		c.toolTime = time.Since(t0)

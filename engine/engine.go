@@ -336,7 +336,7 @@ func New(opts Options) *Engine {
 	if opts.TracerProvider != nil {
 		e.tracer = opts.TracerProvider.Tracer("github.com/ahead-dev/ahead/engine")
 	}
-	e.sched = sched.New(sched.Options{Backends: limits, SpecBudget: opts.SpecBudget})
+	e.sched = sched.New(&sched.Options{Backends: limits, SpecBudget: opts.SpecBudget})
 	e.metrics.collectQueues(e.sched)
 	e.wg.Go(e.sweeper)
 	return e

@@ -15,8 +15,9 @@
 // A call's answer is 200 whenever the tool ran, including a tool's own
 // failure (status "error"); other codes mean the call could not be served
 // and carry {"error": "..."}: 400 malformed request, 404 unknown tool, 413
-// body over the limit, 502 backend unreachable, 503 engine closed, 504
-// backend timed out. The handler adds nothing to the engine's promise: a
+// body over the limit, 502 backend unreachable, 503 engine closed or the
+// backend's queue full (with Retry-After: a backend with slots set holds at
+// most its queue bound of waiting calls), 504 backend timed out. The handler adds nothing to the engine's promise: a
 // result is exactly what the engine returned for exactly the request's call.
 package httpapi
 
@@ -27,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -245,6 +247,13 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.eng.Call(r.Context(), session, req.Tool, req.Args)
 	if err != nil {
+		if qf, ok := errors.AsType[*sched.QueueFullError](err); ok {
+			// The backend's queue is full (its slots are set and busy):
+			// the call did not run; the client may try again.
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(qf.RetryAfter.Seconds()))))
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
 		code := h.callErrorCode(r.Context(), err)
 		if code >= 500 {
 			h.opts.Logger.Warn("call not served", "session", session, "tool", req.Tool, "code", code, "err", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/sched"
 )
 
 // receive is the downstream server's receiving middleware: it serves what
@@ -286,6 +287,13 @@ func (s *session) callTool(ctx context.Context, params *mcp.CallToolParamsRaw) (
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		case errors.Is(err, engine.ErrUnknownTool):
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
+		}
+		if qf, ok := errors.AsType[*sched.QueueFullError](err); ok {
+			// The upstream's slots are set and its queue full: the call
+			// did not run. Data says when to try again, as HTTP's
+			// Retry-After would.
+			data, _ := json.Marshal(map[string]int64{"retry_after_ms": qf.RetryAfter.Milliseconds()})
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "ahead: " + err.Error(), Data: data}
 		}
 		return nil, upstreamErr(err)
 	}

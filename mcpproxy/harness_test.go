@@ -17,6 +17,7 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -238,6 +239,8 @@ type rigOptions struct {
 	follow bool
 	// untrusted: the upstream's annotations are not trusted.
 	untrusted bool
+	// limits are the upstream's slots and queue.
+	limits sched.Limits
 }
 
 // readAfterList predicts, after a successful list, a read of its first
@@ -264,7 +267,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{t: t, up: &testServer{}, clock: &fakeClock{t: time.Unix(1e9, 0)}}
 	p, err := New(Options{
-		Upstreams: []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted}},
+		Upstreams: []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted, Limits: o.limits}},
 		Logger:    slog.New(slog.DiscardHandler),
 		Stderr:    io.Discard,
 		Now:       r.clock.Now,

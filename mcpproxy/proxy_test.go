@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +16,7 @@ import (
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/sched"
 )
 
 func TestThroughAheadEqualsDirect(t *testing.T) {
@@ -453,4 +455,36 @@ func TestPolicyFollowsListedAnnotations(t *testing.T) {
 	if st.write != 0 {
 		t.Errorf("write ran speculatively %d times: annotations must not allow it", st.write)
 	}
+}
+
+// An upstream with slots holds a bounded queue; a call beyond it gets a
+// clear error saying the upstream is busy and when to retry, and did not
+// run.
+func TestQueueFullIsAClearError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, rigOptions{limits: sched.Limits{Slots: 1, Queue: 1}})
+		release := make(chan struct{})
+		r.up.release = release
+		cs := r.connect(nil)
+		call(t, cs, "list", nil) // start the upstream
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+				errs <- err
+			}()
+			synctest.Wait() // the first runs, the second waits
+		}
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		we, ok := errors.AsType[*jsonrpc.Error](err)
+		if !ok || !strings.Contains(we.Message, "busy") || !strings.Contains(string(we.Data), `"retry_after_ms":1000`) {
+			t.Errorf("call beyond the queue: %v, want an error saying the upstream is busy, retry after 1000 ms", err)
+		}
+		close(release)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("queued call: %v", err)
+			}
+		}
+	})
 }

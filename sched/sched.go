@@ -1,17 +1,29 @@
-// Package sched runs tool executions on backends with limited slots, serving
-// authoritative calls first and speculative work only on slack.
+// Package sched runs tool executions on backends, serving authoritative
+// calls first and speculative work only on slack.
+//
+// A backend's Limits say what it may run at once. Without Slots, ahead
+// does not limit the agent's own calls, as they were not limited without
+// it, and speculation runs inside its own budget (Limits.SpecBudget, and
+// Options.SpecBudget over all backends). With Slots, they bound both, real
+// calls first.
 //
 // Invariants, all kept under Scheduler.mu:
-//   - Authoritative calls and promoted speculative jobs are served FIFO, in
-//     the order they became authoritative, and have first claim on a
-//     backend's slots. When a backend has no free slot
-//     for one, the lowest-utility running preemptible speculative job on it
-//     is cancelled at once and its slot handed over.
+//   - Authoritative calls and promoted speculative jobs have first claim
+//     on a backend's slots and rate tokens. When a backend has no free
+//     slot for one, the lowest-utility running preemptible speculative job
+//     on it is cancelled at once and its slot handed over.
+//   - Waiting authoritative work (only with Slots or Rate set) is served
+//     fairly between sessions (fairQueue): one session's queued calls
+//     delay another session's call by at most one tool execution per
+//     session with calls waiting. The queue is bounded (Limits.Queue);
+//     when it is full, a call is refused with a *QueueFullError, taken from
+//     the session with the most calls waiting.
 //   - Speculative jobs run only inside the budget: at most Options.SpecBudget
 //     at once globally, at most Limits.SpecBudget per backend, never in the
-//     backend's authoritative reserve, and never while the backend is backing
-//     off after a 429. Queued ones start in order of utility; one not started
-//     by its deadline is dropped.
+//     backend's authoritative reserve, never while authoritative work
+//     waits there, and never while the backend is backing off after a
+//     429. Queued ones start in order of utility; one not started by its
+//     deadline is dropped.
 //   - Every goroutine the scheduler starts is waited for by Close.
 package sched
 
@@ -29,191 +41,119 @@ import (
 var (
 	ErrClosed         = errors.New("sched: closed")
 	ErrUnknownBackend = errors.New("sched: unknown backend")
+	// ErrQueueFull is what a *QueueFullError matches (errors.Is).
+	ErrQueueFull = errors.New("sched: queue full")
+)
+
+// QueueFullError is Do's answer when the backend's authoritative queue is
+// full (Limits.Queue calls waiting) and the call's session already holds
+// about the largest share of it. A front answers it with HTTP 503 and
+// Retry-After.
+type QueueFullError struct {
+	Backend string
+	Queue   int // the bound that was reached
+	// RetryAfter is when a place is likely to be free again: how long
+	// the backend takes, on average, to free a slot (or a rate token),
+	// at least a second.
+	RetryAfter time.Duration
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("sched: backend %q is busy: %d calls are waiting for it (its queue bound); retry in %v",
+		e.Backend, e.Queue, e.RetryAfter)
+}
+
+// Is reports whether target is ErrQueueFull.
+func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
+
+// Defaults of Limits.
+const (
+	// DefaultSpecBudget is a backend's speculative budget when neither
+	// SpecBudget nor Slots is set.
+	DefaultSpecBudget = 4
+	// DefaultQueue is how many authoritative calls may wait for a
+	// backend when Queue is not set.
+	DefaultQueue = 256
 )
 
 // Limits are the capacity of one backend.
 type Limits struct {
-	// Slots is how many executions may run at once; 0 means 4.
+	// Slots is how many executions may run at once, authoritative and
+	// speculative together, authoritative first. 0 means authoritative
+	// calls are not limited (as without ahead): speculation is then
+	// bounded by SpecBudget alone, and nothing preempts it.
 	Slots int
-	// Reserve is how many slots speculative work may never take. 0 means
-	// none: preemption frees slots for authoritative calls at once, so a
-	// reserve is only needed for non-cancellable speculative tools.
+	// Reserve is how many slots speculative work may never take (with
+	// Slots only). 0 means none: preemption frees slots for
+	// authoritative calls at once, so a reserve is only needed for
+	// non-cancellable speculative tools.
 	Reserve int
 	// SpecBudget caps concurrent speculative executions on this backend;
-	// 0 means Slots - Reserve.
+	// 0 means Slots - Reserve, or DefaultSpecBudget without Slots.
 	SpecBudget int
 	// Rate limits executions per second (token bucket); 0 means no limit.
 	Rate float64
-	// Burst is the bucket size; 0 means max(1, Slots).
+	// Burst is the bucket size; 0 means max(1, Slots), or
+	// DefaultSpecBudget without Slots.
 	Burst int
 	// RateReserve is how many tokens speculation leaves in the bucket for
 	// authoritative calls; 0 means 1 when Rate is set.
 	RateReserve int
+	// Queue bounds the authoritative calls waiting for a slot or a rate
+	// token (so only with Slots or Rate); 0 means DefaultQueue. A call
+	// beyond it is refused with a *QueueFullError (see fairQueue.victim
+	// for which one).
+	Queue int
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.Slots <= 0 {
-		l.Slots = 4
+	l.Slots = max(l.Slots, 0)
+	l.Reserve = min(max(l.Reserve, 0), l.Slots)
+	room := l.Slots - l.Reserve
+	if l.Slots == 0 {
+		room = DefaultSpecBudget
 	}
-	if l.Reserve < 0 {
-		l.Reserve = 0
-	}
-	if l.Reserve > l.Slots {
-		l.Reserve = l.Slots
-	}
-	if l.SpecBudget <= 0 || l.SpecBudget > l.Slots-l.Reserve {
-		l.SpecBudget = l.Slots - l.Reserve
+	if l.SpecBudget <= 0 || (l.Slots > 0 && l.SpecBudget > room) {
+		l.SpecBudget = room
 	}
 	if l.Burst <= 0 {
 		l.Burst = max(1, l.Slots)
+		if l.Slots == 0 {
+			l.Burst = DefaultSpecBudget
+		}
 	}
 	if l.Rate > 0 && l.RateReserve <= 0 {
 		l.RateReserve = 1
 	}
+	if l.Queue <= 0 {
+		l.Queue = DefaultQueue
+	}
 	return l
 }
 
-// Options configure a Scheduler.
+// Options configure a Scheduler. The zero value of each field is valid.
 type Options struct {
-	// Backends maps backend names to their limits.
+	// Backends maps backend names to their limits; more can be added
+	// with AddBackend.
 	Backends map[string]Limits
 	// SpecBudget caps concurrent speculative executions over all
 	// backends; 0 means 8.
 	SpecBudget int
 }
 
-// State is where a speculative job is in its life.
-type State int
-
-const (
-	Queued    State = iota // waiting for a slot
-	Running                // executing
-	Finished               // Run returned without being cancelled
-	Dropped                // not started before its deadline, or refused
-	Cancelled              // cancelled by its owner (Job.Cancel or Close)
-	Preempted              // cancelled to free a slot for an authoritative call
-)
-
-var stateNames = [...]string{"queued", "running", "finished", "dropped", "cancelled", "preempted"}
-
-func (s State) String() string { return stateNames[s] }
-
-// Spec describes a speculative execution.
-type Spec struct {
-	// Backend names the backend it runs on.
-	Backend string
-	// Utility orders queued work (highest first) and chooses the victim of
-	// preemption (lowest first).
-	Utility float64
-	// Deadline is when it must have started; zero means no deadline.
-	Deadline time.Time
-	// NotCancellable jobs cannot be preempted, so they start only if the
-	// backend keeps at least max(Reserve, 1) slots free for
-	// authoritative calls.
-	NotCancellable bool
-	// Run executes the work. Its context is cancelled on preemption,
-	// cancellation or Close; Run must then return promptly.
-	Run func(ctx context.Context)
-}
-
-// Job is a speculative execution handed to the scheduler.
-type Job struct {
-	s        *Scheduler
-	spec     Spec
-	b        *backendState
-	done     chan struct{}
-	timer    *time.Timer
-	cancel   context.CancelFunc
-	seq      uint64 // submission order, to break utility ties FIFO
-	state    State  // guarded by s.mu
-	promoted bool   // guarded by s.mu
-	holds    bool   // holds a slot; guarded by s.mu
-	started  time.Time
-}
-
-// Done is closed when the job has finished, was dropped, or was cancelled
-// and its Run has returned.
-func (j *Job) Done() <-chan struct{} { return j.done }
-
-// State returns the job's state.
-func (j *Job) State() State {
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
-	return j.state
-}
-
-// Started returns when the job started running (zero if it has not).
-func (j *Job) Started() time.Time {
-	j.s.mu.Lock()
-	defer j.s.mu.Unlock()
-	return j.started
-}
-
-// Promote makes the job authoritative: a queued job joins its backend's
-// authoritative queue (FIFO, ahead of all speculative work) and a running
-// one can no longer be preempted; neither counts against the speculative budget any more. It
-// reports false if the job already ended (finished, dropped, cancelled or
-// preempted).
-func (j *Job) Promote() bool {
-	s := j.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch j.state {
-	case Queued:
-		if j.promoted {
-			return true
-		}
-		j.promoted = true
-		j.stopTimer()
-		j.b.removeSpec(j)
-		// It joins the authoritative queue behind the calls already
-		// waiting: the call it stands for has only just arrived.
-		j.b.authQ = append(j.b.authQ, &authWaiter{job: j})
-		s.dispatchLocked()
-		return true
-	case Running:
-		if !j.promoted {
-			j.promoted = true
-			j.b.specRunning--
-			s.specRunning--
-			delete(j.b.running, j)
-			j.b.authRunning++
-			s.dispatchLocked() // budget freed
-		}
-		return true
-	}
-	return false
-}
-
-// Cancel stops the job: a queued one never starts, a running one has its
-// context cancelled. It has no effect on a job that already ended.
-func (j *Job) Cancel() { j.s.cancelJob(j, Cancelled) }
-
-func (j *Job) stopTimer() {
-	if j.timer != nil {
-		j.timer.Stop()
-		j.timer = nil
-	}
-}
-
-// authWaiter is an entry of the authoritative queue: a caller of Do
-// waiting for a slot, or a promoted job waiting to start.
-type authWaiter struct {
-	job   *Job          // the promoted job; nil for a caller of Do
-	ready chan struct{} // closed when a caller is granted a slot
-	ok    bool          // granted; guarded by s.mu
-}
-
 type backendState struct {
 	name        string
 	lim         Limits
 	limiter     *rate.Limiter
-	authQ       []*authWaiter
+	queue       fairQueue // authoritative calls and promoted jobs waiting
 	specQ       []*Job
-	running     map[*Job]struct{} // preemptible-or-not speculative jobs running
+	running     map[*Job]struct{} // speculative jobs running, not promoted
 	specRunning int               // running, not promoted
 	authRunning int               // authoritative calls and promoted jobs holding slots
 	backoff     time.Time         // no speculation before this
+	// exec is a moving average of authoritative executions' durations,
+	// for QueueFullError.RetryAfter.
+	exec time.Duration
 }
 
 func (b *backendState) used() int { return b.specRunning + b.authRunning }
@@ -227,6 +167,19 @@ func (b *backendState) removeSpec(j *Job) {
 	}
 }
 
+// retryAfter estimates when a full queue has room again: one slot freed
+// (the mean execution over the slots) or one rate token, at least 1 s.
+func (b *backendState) retryAfter() time.Duration {
+	d := time.Second
+	if b.lim.Slots > 0 {
+		d = max(d, b.exec/time.Duration(b.lim.Slots))
+	}
+	if b.lim.Rate > 0 {
+		d = max(d, time.Duration(float64(time.Second)/b.lim.Rate))
+	}
+	return d
+}
+
 // Scheduler runs jobs on backends. Create it with New and stop it with
 // Close.
 type Scheduler struct {
@@ -235,7 +188,7 @@ type Scheduler struct {
 	mu          sync.Mutex // protects everything below and the state of every Job
 	backends    map[string]*backendState
 	specRunning int
-	seq         uint64
+	seq         uint64 // numbers speculative submissions and queue arrivals
 	closed      bool
 	retry       *time.Timer // re-dispatch after a backoff or rate wait
 	retryAt     time.Time
@@ -243,21 +196,28 @@ type Scheduler struct {
 	stats       Stats
 }
 
-// Stats counts what happened to speculative jobs.
+// Stats counts what happened to speculative jobs, and the authoritative
+// calls refused because a queue was full.
 type Stats struct {
 	Submitted, Started, Finished, Dropped, Cancelled, Preempted, Promoted int64
+	Refused                                                               int64
 }
 
-// New returns a Scheduler for the given backends.
-func New(opts Options) *Scheduler {
+// New returns a Scheduler; nil opts means no backends yet and the
+// defaults.
+func New(opts *Options) *Scheduler {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	s := &Scheduler{
-		budget:   opts.SpecBudget,
+		budget:   o.SpecBudget,
 		backends: make(map[string]*backendState),
 	}
 	if s.budget <= 0 {
 		s.budget = 8
 	}
-	for name, lim := range opts.Backends {
+	for name, lim := range o.Backends {
 		s.addLocked(name, lim)
 	}
 	return s
@@ -293,11 +253,14 @@ func newLimiter(l Limits) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(l.Rate), l.Burst)
 }
 
-// Do runs fn as an authoritative execution on backend: it waits (FIFO) for a
-// slot, preempting speculative work if none is free, and for a rate token,
-// then calls fn in the caller's goroutine. It returns ctx.Err() without
-// running fn if ctx ends first.
-func (s *Scheduler) Do(ctx context.Context, backend string, fn func(ctx context.Context)) error {
+// Do runs fn as an authoritative execution of session on backend, in the
+// caller's goroutine. Without Slots or Rate on the backend it runs at
+// once. Otherwise it waits, fairly between sessions, for a slot
+// (preempting speculative work if none is free) and a rate token; if
+// Limits.Queue calls are already waiting, it may instead return a
+// *QueueFullError at once. It returns ctx.Err() without running fn if ctx
+// ends first.
+func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx context.Context)) error {
 	s.mu.Lock()
 	b, ok := s.backends[backend]
 	if !ok {
@@ -308,48 +271,51 @@ func (s *Scheduler) Do(ctx context.Context, backend string, fn func(ctx context.
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	limiter := b.limiter
-	s.mu.Unlock()
-
-	// Take the rate token before queueing for a slot, so a slot is never
-	// held idle while waiting for the bucket to refill.
-	if limiter != nil {
-		if err := limiter.Wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+	if b.queue.calls >= b.lim.Queue {
+		v := b.queue.victim(session)
+		if v == nil {
+			s.stats.Refused++
+			err := &QueueFullError{Backend: backend, Queue: b.lim.Queue, RetryAfter: b.retryAfter()}
+			s.mu.Unlock()
 			return err
 		}
+		b.queue.remove(v)
+		s.stats.Refused++
+		v.err = &QueueFullError{Backend: backend, Queue: b.lim.Queue, RetryAfter: b.retryAfter()}
+		close(v.ready)
 	}
-
-	w := &authWaiter{ready: make(chan struct{})}
-	s.mu.Lock()
-	b.authQ = append(b.authQ, w)
+	w := &authWaiter{session: session, ready: make(chan struct{})}
+	b.queue.push(w, &s.seq)
 	s.dispatchLocked()
 	s.mu.Unlock()
 
 	select {
 	case <-w.ready:
+		if w.err != nil {
+			return w.err
+		}
 	case <-ctx.Done():
 		s.mu.Lock()
 		if w.ok {
 			// Granted just as we gave up: give the slot back.
 			b.authRunning--
 		} else {
-			for i, q := range b.authQ {
-				if q == w {
-					b.authQ = append(b.authQ[:i], b.authQ[i+1:]...)
-					break
-				}
-			}
+			b.queue.remove(w) // (no-op if it was refused meanwhile)
 		}
 		s.dispatchLocked()
 		s.mu.Unlock()
 		return ctx.Err()
 	}
+	start := time.Now()
 	defer func() {
+		d := time.Since(start)
 		s.mu.Lock()
 		b.authRunning--
+		if b.exec == 0 {
+			b.exec = d
+		} else {
+			b.exec += (d - b.exec) / 8
+		}
 		s.dispatchLocked()
 		s.mu.Unlock()
 	}()
@@ -427,16 +393,17 @@ func (s *Scheduler) Load() map[string]Load {
 			Slots:       b.lim.Slots,
 			AuthRunning: b.authRunning,
 			SpecRunning: b.specRunning,
-			AuthQueued:  len(b.authQ),
+			AuthQueued:  b.queue.len(),
 			SpecQueued:  len(b.specQ),
 		}
 	}
 	return m
 }
 
-// Close cancels all speculative work, refuses new work, and waits for the
-// goroutines it started. Authoritative calls in progress are not
-// interrupted (their callers own them).
+// Close cancels all speculative work, refuses new work (calls waiting in a
+// queue get ErrClosed), and waits for the goroutines it started.
+// Authoritative calls in progress are not interrupted (their callers own
+// them).
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -444,17 +411,20 @@ func (s *Scheduler) Close() {
 		for _, j := range append([]*Job(nil), b.specQ...) {
 			s.endQueuedLocked(j, Cancelled)
 		}
-		kept := b.authQ[:0]
-		for _, w := range b.authQ {
+		// Nothing waiting starts any more: callers of Do are told
+		// (their calls never ran), promoted jobs are cancelled.
+		for _, w := range append([]*authWaiter(nil), b.queue.h...) {
+			b.queue.remove(w)
 			if w.job == nil {
-				kept = append(kept, w) // callers of Do own their calls
+				w.err = ErrClosed
+				close(w.ready)
 				continue
 			}
+			w.job.waiter = nil
 			w.job.state = Cancelled
 			s.stats.Cancelled++
 			close(w.job.done)
 		}
-		b.authQ = kept
 		for j := range b.running {
 			s.cancelRunningLocked(j, Cancelled)
 		}
@@ -464,228 +434,4 @@ func (s *Scheduler) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-}
-
-func (s *Scheduler) cancelJob(j *Job, why State) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch j.state {
-	case Queued:
-		if j.promoted {
-			for i, w := range j.b.authQ {
-				if w.job == j {
-					j.b.authQ = append(j.b.authQ[:i], j.b.authQ[i+1:]...)
-					break
-				}
-			}
-			j.state = why
-			s.stats.Cancelled++
-			close(j.done)
-			return
-		}
-		s.endQueuedLocked(j, why)
-	case Running:
-		s.cancelRunningLocked(j, why)
-		s.dispatchLocked()
-	}
-}
-
-// endQueuedLocked ends a queued, unpromoted job that never ran.
-func (s *Scheduler) endQueuedLocked(j *Job, why State) {
-	j.stopTimer()
-	j.b.removeSpec(j)
-	j.state = why
-	switch why {
-	case Dropped:
-		s.stats.Dropped++
-	default:
-		s.stats.Cancelled++
-	}
-	close(j.done)
-}
-
-// cancelRunningLocked cancels a running job and frees its slot at once: the
-// slot goes to whoever needs it now, even though Run may take a moment to
-// notice. Trading a brief overshoot of the backend's concurrency for never
-// making an authoritative call wait on speculative work is the point of
-// preemption. Done is closed when Run returns.
-func (s *Scheduler) cancelRunningLocked(j *Job, why State) {
-	if j.state != Running {
-		return
-	}
-	j.state = why
-	if why == Preempted {
-		s.stats.Preempted++
-	} else {
-		s.stats.Cancelled++
-	}
-	j.cancel()
-	s.releaseLocked(j)
-}
-
-func (s *Scheduler) releaseLocked(j *Job) {
-	if !j.holds {
-		return
-	}
-	j.holds = false
-	if j.promoted {
-		j.b.authRunning--
-	} else {
-		j.b.specRunning--
-		s.specRunning--
-		delete(j.b.running, j)
-	}
-}
-
-// dispatchLocked hands free slots to waiting work: on every backend,
-// authoritative and promoted work first (preempting speculation if needed),
-// then speculative work by utility within the budgets.
-func (s *Scheduler) dispatchLocked() {
-	for _, b := range s.backends {
-		s.dispatchAuthLocked(b)
-	}
-	if s.closed {
-		return
-	}
-	now := time.Now()
-	for s.specRunning < s.budget {
-		b, j := s.bestSpecLocked(now)
-		if j == nil {
-			return
-		}
-		s.startLocked(b, j)
-	}
-}
-
-func (s *Scheduler) dispatchAuthLocked(b *backendState) {
-	for len(b.authQ) > 0 {
-		if b.used() >= b.lim.Slots && !s.preemptLocked(b) {
-			return
-		}
-		w := b.authQ[0]
-		b.authQ = b.authQ[1:]
-		if w.job != nil {
-			s.startLocked(b, w.job)
-			continue
-		}
-		b.authRunning++
-		w.ok = true
-		close(w.ready)
-	}
-}
-
-// preemptLocked cancels the lowest-utility preemptible speculative job
-// running on b, and reports whether it freed a slot.
-func (s *Scheduler) preemptLocked(b *backendState) bool {
-	var victim *Job
-	for j := range b.running {
-		if j.spec.NotCancellable || j.promoted {
-			continue
-		}
-		if victim == nil || j.spec.Utility < victim.spec.Utility ||
-			(j.spec.Utility == victim.spec.Utility && j.seq > victim.seq) {
-			victim = j
-		}
-	}
-	if victim == nil {
-		return false
-	}
-	s.cancelRunningLocked(victim, Preempted)
-	return true
-}
-
-// bestSpecLocked returns the highest-utility queued speculative job that may
-// start now, dropping expired ones on the way.
-func (s *Scheduler) bestSpecLocked(now time.Time) (*backendState, *Job) {
-	var bb *backendState
-	var best *Job
-	for _, b := range s.backends {
-		if len(b.specQ) == 0 {
-			continue
-		}
-		// Authoritative work waiting means no slack here.
-		if len(b.authQ) > 0 {
-			continue
-		}
-		if now.Before(b.backoff) {
-			s.armRetryLocked(b.backoff)
-			continue
-		}
-		free := b.lim.Slots - b.used()
-		if free <= 0 || b.specRunning >= b.lim.SpecBudget || b.used() >= b.lim.Slots-b.lim.Reserve {
-			continue
-		}
-		for _, j := range b.specQ {
-			if j.spec.NotCancellable && free-1 < max(b.lim.Reserve, 1) {
-				continue
-			}
-			if best == nil || j.spec.Utility > best.spec.Utility ||
-				(j.spec.Utility == best.spec.Utility && j.seq < best.seq) {
-				best, bb = j, b
-			}
-		}
-	}
-	if best != nil && bb.limiter != nil {
-		if bb.limiter.TokensAt(now) < float64(1+bb.lim.RateReserve) {
-			// Not enough surplus tokens: try again when one more arrives.
-			s.armRetryLocked(now.Add(time.Duration(float64(time.Second) / float64(bb.limiter.Limit()))))
-			return nil, nil
-		}
-		bb.limiter.AllowN(now, 1)
-	}
-	return bb, best
-}
-
-func (s *Scheduler) startLocked(b *backendState, j *Job) {
-	j.stopTimer()
-	if !j.promoted {
-		b.removeSpec(j)
-		b.specRunning++
-		s.specRunning++
-		b.running[j] = struct{}{}
-	} else {
-		b.authRunning++
-	}
-	j.state = Running
-	j.holds = true
-	j.started = time.Now()
-	s.stats.Started++
-	ctx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
-	s.wg.Go(func() {
-		defer cancel()
-		j.spec.Run(ctx)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if j.state == Running {
-			j.state = Finished
-			s.stats.Finished++
-			if j.promoted {
-				s.stats.Promoted++
-			}
-			s.releaseLocked(j)
-			s.dispatchLocked()
-		}
-		close(j.done)
-	})
-}
-
-// armRetryLocked makes sure dispatch runs again at t.
-func (s *Scheduler) armRetryLocked(t time.Time) {
-	if s.closed {
-		return
-	}
-	if s.retry != nil && !s.retryAt.After(t) && s.retryAt.After(time.Now()) {
-		return
-	}
-	if s.retry != nil {
-		s.retry.Stop()
-	}
-	s.retryAt = t
-	s.retry = time.AfterFunc(time.Until(t), func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.retry = nil
-		s.dispatchLocked()
-	})
 }

@@ -47,7 +47,7 @@ func sorted(s []string) []string {
 }
 
 func newSched(lim Limits, budget int) *Scheduler {
-	return New(Options{Backends: map[string]Limits{"b": lim}, SpecBudget: budget})
+	return New(&Options{Backends: map[string]Limits{"b": lim}, SpecBudget: budget})
 }
 
 func TestAuthoritativePreemptsSpeculative(t *testing.T) {
@@ -61,7 +61,7 @@ func TestAuthoritativePreemptsSpeculative(t *testing.T) {
 			t.Fatalf("spec state = %v, want running", j.State())
 		}
 		start := time.Now()
-		if err := s.Do(t.Context(), "b", func(ctx context.Context) { r.work("auth", time.Second)(ctx) }); err != nil {
+		if err := s.Do(t.Context(), "b", "s", func(ctx context.Context) { r.work("auth", time.Second)(ctx) }); err != nil {
 			t.Fatal(err)
 		}
 		if took := time.Since(start); took != time.Second {
@@ -90,7 +90,7 @@ func TestPreemptsLowestUtility(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.Do(t.Context(), "b", func(context.Context) {})
+			s.Do(t.Context(), "b", "s", func(context.Context) {})
 		}()
 		<-done
 		synctest.Wait()
@@ -110,7 +110,7 @@ func TestSpeculativeOrderAndBudget(t *testing.T) {
 		// Fill the backend with authoritative work so the jobs queue.
 		release := make(chan struct{})
 		for range 4 {
-			go s.Do(t.Context(), "b", func(context.Context) { <-release })
+			go s.Do(t.Context(), "b", "s", func(context.Context) { <-release })
 		}
 		synctest.Wait()
 		for _, x := range []struct {
@@ -148,7 +148,7 @@ func TestSpeculativeOrderAndBudget(t *testing.T) {
 
 func TestGlobalBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New(Options{Backends: map[string]Limits{"x": {Slots: 4}, "y": {Slots: 4}}, SpecBudget: 3})
+		s := New(&Options{Backends: map[string]Limits{"x": {Slots: 4}, "y": {Slots: 4}}, SpecBudget: 3})
 		defer s.Close()
 		var r recorder
 		for _, b := range []string{"x", "y", "x", "y", "x", "y"} {
@@ -168,7 +168,7 @@ func TestStartDeadline(t *testing.T) {
 		defer s.Close()
 		var r recorder
 		release := make(chan struct{})
-		go s.Do(t.Context(), "b", func(context.Context) { <-release })
+		go s.Do(t.Context(), "b", "s", func(context.Context) { <-release })
 		synctest.Wait()
 		j := s.Submit(Spec{Backend: "b", Utility: 1, Deadline: time.Now().Add(time.Second), Run: r.work("late", time.Second)})
 		time.Sleep(time.Second)
@@ -195,7 +195,7 @@ func TestPromoteQueued(t *testing.T) {
 		defer s.Close()
 		var r recorder
 		release := make(chan struct{})
-		go s.Do(t.Context(), "b", func(context.Context) { <-release; r.add("auth1 done") })
+		go s.Do(t.Context(), "b", "s", func(context.Context) { <-release; r.add("auth1 done") })
 		synctest.Wait()
 		j := s.Submit(Spec{Backend: "b", Utility: 0.1, Run: r.work("spec", time.Second)})
 		other := s.Submit(Spec{Backend: "b", Utility: 0.9, Run: r.work("other spec", time.Second)})
@@ -203,12 +203,12 @@ func TestPromoteQueued(t *testing.T) {
 		// promoted job is authoritative from its promotion on, served
 		// FIFO among them and before any speculative work (even of
 		// higher utility), regardless of the budget.
-		go s.Do(t.Context(), "b", func(context.Context) { r.add("auth2") })
+		go s.Do(t.Context(), "b", "s", func(context.Context) { r.add("auth2") })
 		synctest.Wait()
-		if !j.Promote() {
+		if !j.Promote("s") {
 			t.Fatal("Promote of a queued job = false")
 		}
-		go s.Do(t.Context(), "b", func(context.Context) { r.add("auth3") })
+		go s.Do(t.Context(), "b", "s", func(context.Context) { r.add("auth3") })
 		synctest.Wait()
 		close(release)
 		<-j.Done()
@@ -230,11 +230,11 @@ func TestPromotedRunningIsNotPreempted(t *testing.T) {
 		var r recorder
 		j := s.Submit(Spec{Backend: "b", Utility: 1, Run: r.work("spec", time.Second)})
 		synctest.Wait()
-		if !j.Promote() {
+		if !j.Promote("s") {
 			t.Fatal("Promote of a running job = false")
 		}
 		start := time.Now()
-		s.Do(t.Context(), "b", func(context.Context) {})
+		s.Do(t.Context(), "b", "s", func(context.Context) {})
 		if waited := time.Since(start); waited != time.Second {
 			t.Errorf("authoritative call waited %v, want 1s behind the promoted job", waited)
 		}
@@ -256,7 +256,7 @@ func TestNotCancellableKeepsReserve(t *testing.T) {
 			t.Fatalf("states = %v, %v; want one running and one kept out of the last slot", a.State(), b.State())
 		}
 		start := time.Now()
-		s.Do(t.Context(), "b", func(context.Context) {})
+		s.Do(t.Context(), "b", "s", func(context.Context) {})
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("authoritative call waited %v behind non-cancellable speculation", waited)
 		}
@@ -275,7 +275,7 @@ func TestBackoff(t *testing.T) {
 		if j.State() != Queued {
 			t.Errorf("state during backoff = %v, want queued", j.State())
 		}
-		if err := s.Do(t.Context(), "b", func(context.Context) {}); err != nil {
+		if err := s.Do(t.Context(), "b", "s", func(context.Context) {}); err != nil {
 			t.Errorf("authoritative call during backoff: %v", err)
 		}
 		time.Sleep(time.Second)
@@ -300,7 +300,7 @@ func TestRateReserve(t *testing.T) {
 			t.Fatalf("states = %v, %v; want the first to take the surplus token and the second to wait", j1.State(), j2.State())
 		}
 		start := time.Now()
-		if err := s.Do(t.Context(), "b", func(context.Context) {}); err != nil {
+		if err := s.Do(t.Context(), "b", "s", func(context.Context) {}); err != nil {
 			t.Fatal(err)
 		}
 		if waited := time.Since(start); waited != 0 {
@@ -320,12 +320,12 @@ func TestDoContextCancelled(t *testing.T) {
 		s := newSched(Limits{Slots: 1}, 0)
 		defer s.Close()
 		release := make(chan struct{})
-		go s.Do(t.Context(), "b", func(context.Context) { <-release })
+		go s.Do(t.Context(), "b", "s", func(context.Context) { <-release })
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		ran := false
-		err := s.Do(ctx, "b", func(context.Context) { ran = true })
+		err := s.Do(ctx, "b", "s", func(context.Context) { ran = true })
 		if err != context.DeadlineExceeded || ran {
 			t.Errorf("Do = %v, ran %v; want deadline exceeded without running", err, ran)
 		}
@@ -351,7 +351,7 @@ func TestCloseCancelsAndWaits(t *testing.T) {
 		if got, want := r.get(), []string{"start a", "cancelled a"}; !slices.Equal(got, want) {
 			t.Errorf("log = %v, want %v", got, want)
 		}
-		if err := s.Do(t.Context(), "b", func(context.Context) {}); err != ErrClosed {
+		if err := s.Do(t.Context(), "b", "s", func(context.Context) {}); err != ErrClosed {
 			t.Errorf("Do after Close = %v, want ErrClosed", err)
 		}
 		if j := s.Submit(Spec{Backend: "b", Run: r.work("c", 0)}); j.State() != Dropped {
@@ -363,7 +363,7 @@ func TestCloseCancelsAndWaits(t *testing.T) {
 func TestUnknownBackend(t *testing.T) {
 	s := newSched(Limits{}, 0)
 	defer s.Close()
-	if err := s.Do(t.Context(), "nope", func(context.Context) {}); err == nil {
+	if err := s.Do(t.Context(), "nope", "s", func(context.Context) {}); err == nil {
 		t.Error("Do on an unknown backend succeeded")
 	}
 }

@@ -133,7 +133,7 @@ traces: ./traces
 			} else {
 				fmt.Fprintf(&b, "    tools: %s\n", quoteList(bk.Tools))
 			}
-			b.WriteString("    # slots: 4                 # calls at once; reserve: 1 keeps slots speculation never takes\n")
+			b.WriteString("    # slots: 4                 # calls at once, real and speculative (default: real calls unlimited, speculation up to spec_budget: 4)\n")
 		}
 	}
 	if len(c.Servers) > 0 {
