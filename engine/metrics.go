@@ -96,7 +96,7 @@ func (m *metrics) collectQueues(s *sched.Scheduler) {
 		return
 	}
 	m.reg.MustRegister(&loadCollector{s: s, desc: prometheus.NewDesc(
-		"ahead_backend_load", "Backend slots in use and queue depths, by kind (slots, auth_running, spec_running, auth_queued, spec_queued).",
+		"ahead_backend_load", "Backend slots in use and queue depths, by kind (slots, 0 when real calls are not limited; auth_running, spec_running, auth_queued, spec_queued).",
 		[]string{"backend", "kind"}, nil)})
 }
 
