@@ -34,7 +34,7 @@ func TestMCPConfigErrors(t *testing.T) {
 		want       string // stderr, with FILE for the file's path
 	}{
 		{"typo and repeated server", "mcpServers:\n  fs: {command: x, arg: [z]}\n  fs: {command: y}\n", nil, 1,
-			"ahead mcp: FILE:2:20: mcpServers.fs.arg: unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations or slots)\n" +
+			"ahead mcp: FILE:2:20: mcpServers.fs.arg: unknown field (want command, args, env, cwd, url, headers, type, prefix, trust_annotations, slots or queue)\n" +
 				"FILE:3:3: mcpServers.fs: duplicate key (first at line 2)\n"},
 		{"non-string values", "mcpServers:\n  fs: {command: x, env: {PORT: 8080}}\ntrust_annotations: yes\n", nil, 1,
 			"ahead mcp: FILE:2:32: mcpServers.fs.env.PORT: want a string, got a number (8080)\n" +
