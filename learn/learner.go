@@ -1,14 +1,11 @@
 package learn
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
@@ -147,10 +144,10 @@ func (l *Learner) Forget(session string) {
 }
 
 // Patterns returns the number of patterns served.
-func (l *Learner) Patterns() int { return l.cur.Load().Index().Len() }
+func (l *Learner) Patterns() int { return l.cur.Load().Len() }
 
 // Snapshot returns the pool served, with the counts learnt so far.
-func (l *Learner) Snapshot() *pattern.Pool { return l.cur.Load().Index().Snapshot() }
+func (l *Learner) Snapshot() *pattern.Pool { return l.cur.Load().Snapshot() }
 
 // Relearn mines the calls observed (if any arrived since the last time),
 // adds the patterns the pool lacks, and serves the result. It returns how
@@ -166,7 +163,7 @@ func (l *Learner) Relearn() (int, error) {
 	for _, id := range l.order {
 		sessions = append(sessions, trace.Session{ID: id, Events: slices.Clip(l.log[id])})
 	}
-	base := l.cur.Load().Index().Snapshot()
+	base := l.cur.Load().Snapshot()
 	l.mu.Unlock()
 	if l.opts.Recorded != nil {
 		rec, err := l.opts.Recorded()
@@ -198,11 +195,11 @@ func (l *Learner) Relearn() (int, error) {
 	defer l.mu.Unlock()
 	old := l.cur.Load()
 	// Counts learnt while mining are in this snapshot, not in base.
-	merged, err := pattern.Merge(old.Index().Snapshot(), mined)
+	merged, err := pattern.Merge(old.Snapshot(), mined)
 	if err != nil {
 		return 0, err
 	}
-	added := len(merged.Patterns) - old.Index().Len()
+	added := len(merged.Patterns) - old.Len()
 	if added == 0 {
 		return 0, nil
 	}
@@ -230,27 +227,7 @@ func (l *Learner) Checkpoint(path string) error {
 	} else if added > 0 {
 		l.opts.Logger.Info("patterns: learnt new patterns", "added", added, "patterns", l.Patterns())
 	}
-	return l.cur.Load().Index().Snapshot().Save(path)
-}
-
-// CheckpointEvery checkpoints to path every interval until ctx is done,
-// then once more, as Online.CheckpointEvery does.
-func (l *Learner) CheckpointEvery(ctx context.Context, path string, interval time.Duration, failed func(error)) error {
-	if interval <= 0 {
-		return errors.New("learn: checkpoint interval must be positive")
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return l.Checkpoint(path)
-		case <-t.C:
-			if err := l.Checkpoint(path); err != nil && failed != nil {
-				failed(err)
-			}
-		}
-	}
+	return l.cur.Load().Snapshot().Save(path)
 }
 
 // SessionBytes is what the served patterns keep for the session

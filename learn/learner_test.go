@@ -138,3 +138,60 @@ func briefs(ps []predict.Prediction) []brief {
 	}
 	return out
 }
+
+// TestPredictorCheckpoints checks that a pool that learns is saved every
+// CheckpointEvery and once more at Close, with what was learnt since.
+func TestPredictorCheckpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "pool.json")
+		p, err := New(EmptyPool(), &Options{Learn: true, Checkpoint: path, CheckpointEvery: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		first, err := pattern.Load(path)
+		if err != nil {
+			t.Fatalf("no checkpoint after one interval: %v", err)
+		}
+		if len(first.Patterns) != 0 {
+			t.Fatalf("first checkpoint has %d patterns, want 0", len(first.Patterns))
+		}
+		for i := range 3 {
+			listThenRead(p, fmt.Sprint("s", i), i)
+			p.Forget(fmt.Sprint("s", i))
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		last, err := pattern.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(last.Patterns) == 0 {
+			t.Error("the final checkpoint did not save what was learnt")
+		}
+	})
+}
+
+// TestPredictorRelearnEvery checks that with RelearnEvery the patterns
+// are mined in Forget every so many ended sessions, not before.
+func TestPredictorRelearnEvery(t *testing.T) {
+	p, err := New(EmptyPool(), &Options{Learn: true, RelearnEvery: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if n := p.Patterns(); n != 0 {
+			t.Fatalf("%d patterns after %d ended sessions, want 0 before the third", n, i)
+		}
+		listThenRead(p, fmt.Sprint("s", i), i)
+		p.Forget(fmt.Sprint("s", i))
+	}
+	if p.Patterns() == 0 {
+		t.Error("no patterns after the third ended session")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

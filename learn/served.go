@@ -123,7 +123,7 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 		if err != nil {
 			return nil, err
 		}
-		part, p.patterns = on, on.Index().Len
+		part, p.patterns = on, on.Len
 	}
 	conv, err := conversation(pool)
 	if err != nil {

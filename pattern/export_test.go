@@ -14,3 +14,6 @@ func (o *Online) Tracked(ids ...string) (n int, has []bool) {
 
 // Window returns the length of the window of recent signatures.
 func (o *Online) Window() int { return o.k }
+
+// Index returns the compiled pool o serves, for tests of its counts.
+func (o *Online) Index() *Index { return o.x }

@@ -2,12 +2,9 @@ package pattern
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/ahead-dev/ahead/callkey"
@@ -50,7 +47,8 @@ type OnlineOptions struct {
 //
 // With learning on, each event also settles the previous event's (or
 // Start's) predictions: every pattern that fired counts one more occurrence, and a
-// hit if the event was its candidate. Checkpoint saves the counts.
+// hit if the event was its candidate. Snapshot returns the pool with the
+// counts (package learn checkpoints it).
 //
 // Observe retains the event's Args and Output (without copying them) while
 // the session's window needs them: callers must not modify them afterwards.
@@ -67,8 +65,6 @@ type Online struct {
 	// O(1) (an engine keeping more sessions than MaxSessions hits it at
 	// every new session).
 	lru session
-
-	saveMu sync.Mutex // serialises checkpoints
 }
 
 var _ interface {
@@ -110,8 +106,12 @@ func NewOnline(pool *Pool, opts *OnlineOptions) (*Online, error) {
 	return o, nil
 }
 
-// Index returns the compiled pool.
-func (o *Online) Index() *Index { return o.x }
+// Len returns the number of patterns served.
+func (o *Online) Len() int { return o.x.Len() }
+
+// Snapshot returns the pool served, with the counts learnt so far (a
+// checkpoint saves it).
+func (o *Online) Snapshot() *Pool { return o.x.Snapshot() }
 
 // session is one session's state.
 type session struct {
@@ -648,35 +648,4 @@ func rank(out []scored, limit int) []predict.Prediction {
 		}
 	}
 	return preds
-}
-
-// Checkpoint saves the pool with the counts learnt so far to path,
-// atomically (temporary file and rename).
-func (o *Online) Checkpoint(path string) error {
-	o.saveMu.Lock()
-	defer o.saveMu.Unlock()
-	return o.x.Snapshot().Save(path)
-}
-
-// CheckpointEvery checkpoints to path every interval until ctx is done,
-// then once more; it returns the first error of the final checkpoint or
-// ctx's. Run it in a goroutine the caller owns; a failed periodic
-// checkpoint is given to failed (nil: dropped) and retried at the next
-// tick.
-func (o *Online) CheckpointEvery(ctx context.Context, path string, interval time.Duration, failed func(error)) error {
-	if interval <= 0 {
-		return errors.New("predict: checkpoint interval must be positive")
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return o.Checkpoint(path)
-		case <-t.C:
-			if err := o.Checkpoint(path); err != nil && failed != nil {
-				failed(err)
-			}
-		}
-	}
 }

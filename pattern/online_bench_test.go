@@ -118,6 +118,6 @@ func BenchmarkObserve(b *testing.B) {
 		b.ReportMetric(q(best, 0.99), "p99-best-µs")
 	}
 	b.ReportMetric(float64(poolBytes)/(1<<20), "pool-MiB")
-	b.ReportMetric(float64(o.Index().Len()), "patterns")
+	b.ReportMetric(float64(o.Len()), "patterns")
 	runtime.KeepAlive(o)
 }

@@ -1,7 +1,6 @@
 package pattern_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -169,7 +166,7 @@ func TestOnlineLearns(t *testing.T) {
 	pool := minePool(t, testdata("path.jsonl"))
 	support := func(o *pattern.Online) int {
 		n := 0
-		for _, p := range o.Index().Snapshot().Patterns {
+		for _, p := range o.Snapshot().Patterns {
 			n += p.Support + p.ElseSupport
 		}
 		return n
@@ -185,7 +182,7 @@ func TestOnlineLearns(t *testing.T) {
 			t.Fatalf("predictions = %+v", preds)
 		}
 		o.Observe(ev("n", 1, "get_profile", `{"user_id":"u9"}`, "{}"))
-		snap := o.Index().Snapshot()
+		snap := o.Snapshot()
 		grew := support(o) - before
 		if frozen && grew != 0 {
 			t.Errorf("frozen predictor learnt: support grew by %d", grew)
@@ -201,40 +198,6 @@ func TestOnlineLearns(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestOnlineCheckpoint(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		o, err := pattern.NewOnline(minePool(t, testdata("path.jsonl")), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "pool.json")
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		var cerr error
-		wg.Go(func() { cerr = o.CheckpointEvery(ctx, path, time.Minute, nil) })
-		time.Sleep(time.Minute + time.Second)
-		synctest.Wait()
-		first, err := pattern.Load(path)
-		if err != nil {
-			t.Fatalf("no checkpoint after one interval: %v", err)
-		}
-		o.Observe(ev("n", 0, "lookup_user", `{"name":"z"}`, `{"user": {"id": "u9"}}`))
-		o.Observe(ev("n", 1, "get_profile", `{"user_id":"u9"}`, "{}"))
-		cancel()
-		wg.Wait()
-		if cerr != nil {
-			t.Fatal(cerr)
-		}
-		last, err := pattern.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cmp.Equal(first, last) {
-			t.Error("the final checkpoint did not save what was learnt")
-		}
-	})
 }
 
 func TestOnlineSessionsBounded(t *testing.T) {
@@ -279,7 +242,7 @@ func TestOnlineConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 20 {
-			if err := o.Checkpoint(filepath.Join(t.TempDir(), "p.json")); err != nil {
+			if err := o.Snapshot().Save(filepath.Join(t.TempDir(), "p.json")); err != nil {
 				t.Error(err)
 			}
 		}
@@ -334,7 +297,7 @@ func TestOnlineRepeats(t *testing.T) {
 		t.Fatalf("a call made already: %+v, want p = %v", again, want)
 	}
 	o.Observe(ev("s", 3, "b", `{"x":1}`, "")) // a hit, and a repeat
-	got := o.Index().Snapshot().Patterns[0]
+	got := o.Snapshot().Patterns[0]
 	if got.Support != 12 || got.Hits[0] != 7 || got.Repeats != 6 || got.RepeatHits != 1 {
 		t.Errorf("learnt counts: support %d hits %v repeats %d repeat hits %d, want 12 [7] 6 1",
 			got.Support, got.Hits, got.Repeats, got.RepeatHits)
@@ -366,7 +329,7 @@ func TestOnlineStart(t *testing.T) {
 	}
 	// startCounts sums the counts of the session-start patterns.
 	startCounts := func(o *pattern.Online) (support, hits int) {
-		for _, p := range o.Index().Snapshot().Patterns {
+		for _, p := range o.Snapshot().Patterns {
 			if len(p.Context) == 1 && p.Context[0].Start {
 				support += p.Support
 				hits += p.Hits[0]
