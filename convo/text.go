@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"strconv"
 	"strings"
+
+	"github.com/ahead-dev/ahead/internal/text"
 )
 
 // Text is read by token, as package pattern reads outputs: a token is a
@@ -11,18 +13,6 @@ import (
 // _ . / - ~ + @ # %, so ids, numbers, e-mail addresses, dates and paths
 // stay whole while spaces, quotes, brackets, colons and commas separate
 // them. A trailing '.' (the end of a sentence) is trimmed.
-
-func isTokenByte(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c >= 0x80:
-		return true
-	}
-	switch c {
-	case '_', '.', '/', '-', '~', '+', '@', '#', '%':
-		return true
-	}
-	return false
-}
 
 // sentenceStart reports whether the token at s[i:] is a capitalised word
 // that begins a sentence: an upper-case letter then a lower-case one
@@ -67,12 +57,12 @@ const maxTokenLen = 96
 // eachToken calls f with every token of s, trimmed, in order.
 func eachToken(s string, f func(tok string)) {
 	for i := 0; i < len(s); {
-		if !isTokenByte(s[i]) {
+		if !text.IsTokenByte(s[i]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(s) && isTokenByte(s[j]) {
+		for j < len(s) && text.IsTokenByte(s[j]) {
 			j++
 		}
 		t := strings.TrimRight(s[i:j], ".")
@@ -213,7 +203,7 @@ func classBit(c byte) uint16 { return classBitTable[c] }
 // tokBits is classBit of a token byte, 0 for the others.
 var tokBits = func() (t [256]uint16) {
 	for c := range t {
-		if isTokenByte(byte(c)) {
+		if text.IsTokenByte(byte(c)) {
 			t[c] = classBitTable[c]
 		}
 	}

@@ -14,7 +14,10 @@ import (
 	"strings"
 )
 
-func isTokenByte(c byte) bool {
+// IsTokenByte reports whether c belongs to a token. Every package that
+// cuts text into tokens (pattern's mappings, the miner, the conversation
+// model) asks it, so that all cut a text the same way.
+func IsTokenByte(c byte) bool {
 	switch {
 	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c >= 0x80:
 		return true
@@ -32,12 +35,12 @@ type Span struct{ Start, End int }
 // TokenSpans appends the spans of the tokens of line to dst.
 func TokenSpans(dst []Span, line string) []Span {
 	for i := 0; i < len(line); {
-		if !isTokenByte(line[i]) {
+		if !IsTokenByte(line[i]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(line) && isTokenByte(line[j]) {
+		for j < len(line) && IsTokenByte(line[j]) {
 			j++
 		}
 		dst = append(dst, Span{i, j})
