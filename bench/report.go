@@ -9,6 +9,7 @@ import (
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/speculator"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -117,7 +118,7 @@ type ModeResult struct {
 	// Origins splits speculation by where its predictions came from
 	// (pattern, message, stream, speculator); work several origins
 	// predicted counts for each.
-	Origins map[string]OriginResult `json:"origins,omitempty"`
+	Origins map[string]httpapi.OriginStats `json:"origins,omitempty"`
 	// Speculator is what the mode's speculator did (requests, answers,
 	// failures by reason, late answers, tokens), if it had one that
 	// counts (both of SetSpeculator's do).
@@ -130,17 +131,6 @@ type ModeResult struct {
 }
 
 const maxExamples = 5
-
-// OriginResult is what the predictions of one origin led to in a mode.
-type OriginResult struct {
-	Offered  int64   `json:"offered"`
-	Started  int64   `json:"started"`
-	Reused   int64   `json:"reused"`
-	Promoted int64   `json:"promoted"`
-	Wasted   int64   `json:"wasted"`
-	SavedMS  float64 `json:"saved_ms"`
-	WastedMS float64 `json:"wasted_ms"`
-}
 
 // newModeResult gathers a mode's figures. The engine measures wall time at
 // the time scale; its durations are turned into trace time here, like
@@ -170,9 +160,9 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 	}
 	for o, os := range st.Origins {
 		if r.Origins == nil {
-			r.Origins = make(map[string]OriginResult)
+			r.Origins = make(map[string]httpapi.OriginStats)
 		}
-		r.Origins[string(o)] = OriginResult{
+		r.Origins[string(o)] = httpapi.OriginStats{
 			Offered: os.Offered, Started: os.Started, Reused: os.Reused, Promoted: os.Promoted,
 			Wasted: os.Wasted, SavedMS: traceMS(os.Saved), WastedMS: traceMS(os.WastedTime),
 		}

@@ -38,7 +38,9 @@ type Stats struct {
 	Origins map[string]OriginStats `json:"origins,omitempty"`
 }
 
-// OriginStats is what the predictions of one origin led to.
+// OriginStats is what the predictions of one origin led to, as reports
+// show it (/v1/stats, and each mode of ahead bench): engine.OriginStats in
+// milliseconds.
 type OriginStats struct {
 	Offered  int64   `json:"offered"`
 	Started  int64   `json:"started"`
