@@ -29,10 +29,19 @@ type metrics struct {
 	tools map[string]bool // tool labels in use
 }
 
-// maxToolLabels caps the distinct tool labels: tool names come from
-// clients, and a client naming a new tool in every call must not grow the
-// metrics without bound. Tools beyond the cap are counted as "other".
+// maxToolLabels caps the distinct tool labels (and the tools with
+// statistics of their own: toolLocked): tool names come from clients, and a
+// client naming a new tool in every call must not grow the metrics without
+// bound. Tools beyond the cap are counted as otherTools.
 const maxToolLabels = 256
+
+// maxToolName is the longest tool name with a label of its own (MCP's
+// limit on tool names): 256 names of a request body's size each would be
+// gigabytes.
+const maxToolName = 128
+
+// otherTools is the label of the tools beyond the caps.
+const otherTools = "other"
 
 // tool returns the label for a tool name.
 func (m *metrics) tool(name string) string {
@@ -41,8 +50,8 @@ func (m *metrics) tool(name string) string {
 	if m.tools[name] {
 		return name
 	}
-	if len(m.tools) >= maxToolLabels {
-		return "other"
+	if len(m.tools) >= maxToolLabels || len(name) > maxToolName {
+		return otherTools
 	}
 	m.tools[name] = true
 	return name

@@ -61,9 +61,21 @@ func (ts *toolStats) count(src Source) {
 	}
 }
 
+// toolLocked returns the statistics kept for tool. Tool names come from
+// clients: beyond maxToolLabels names (as for the metric labels), or for a
+// name longer than maxToolName, the figures go to otherTools, so that a
+// client naming a new tool in every call cannot grow them without bound
+// (issue 23: 20,000 names took 178 MiB and an 85 MB /v1/stats). Tools a
+// backend lists always have their own.
 func (e *Engine) toolLocked(tool string) *toolStats {
 	ts, ok := e.tools[tool]
 	if !ok {
+		if _, listed := e.routes[tool]; !listed && (len(e.tools) >= maxToolLabels || len(tool) > maxToolName) {
+			tool = otherTools
+			if ts, ok = e.tools[tool]; ok {
+				return ts
+			}
+		}
 		ts = &toolStats{}
 		e.tools[tool] = ts
 	}
