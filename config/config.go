@@ -41,6 +41,12 @@ const (
 	// DefaultReadTimeout and DefaultWriteTimeout bound slow clients.
 	DefaultReadTimeout  = 30 * time.Second
 	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection idle this long
+	// (issue 23: a fixed 2 minutes let idle clients pin connections).
+	DefaultIdleTimeout = 15 * time.Second
+	// DefaultMaxAnswerBytes bounds the bytes of answers held while
+	// clients take them; over it, the slowest reader is cut.
+	DefaultMaxAnswerBytes = 64 << 20
 )
 
 // MCPServersKey is the block of MCP upstreams: the shape agents' MCP
@@ -65,8 +71,17 @@ type Config struct {
 	// to a client that stops reading (DefaultWriteTimeout), renewed as
 	// each write succeeds, so long calls and streams are never cut.
 	ReadTimeout, WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that waits this long for
+	// its next request (DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxAnswerBytes bounds the bytes of answers being written to
+	// clients, all connections together (DefaultMaxAnswerBytes); over it,
+	// the clients that took their answers' bytes the least recently are
+	// cut.
+	MaxAnswerBytes int64
 	// MaxConnections bounds concurrent client connections; 0 means no
-	// limit.
+	// limit. Idle keep-alive connections give way to new ones when it is
+	// reached.
 	MaxConnections int
 	// AuthTokenEnv names the environment variable holding the bearer
 	// token clients must send; "" means none. AuthToken is its value.
@@ -261,7 +276,8 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 		env = os.LookupEnv
 	}
 	c := &Config{file: name, Listen: DefaultListen, ShutdownGrace: DefaultShutdownGrace,
-		ReadTimeout: DefaultReadTimeout, WriteTimeout: DefaultWriteTimeout}
+		ReadTimeout: DefaultReadTimeout, WriteTimeout: DefaultWriteTimeout,
+		IdleTimeout: DefaultIdleTimeout, MaxAnswerBytes: DefaultMaxAnswerBytes}
 	p := &parser{Decoder: yamlnode.Decoder{File: name}, dir: dir, env: env}
 	root, err := p.Document(data, "configuration file")
 	if errors.Is(err, yamlnode.ErrEmpty) {
@@ -295,6 +311,14 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 			c.ReadTimeout, _ = p.duration(v, f)
 		case "write_timeout":
 			c.WriteTimeout, _ = p.duration(v, f)
+		case "idle_timeout":
+			if d, ok := p.duration(v, f); ok {
+				c.IdleTimeout = d
+			}
+		case "max_answer_bytes":
+			if n, ok := p.bytes(v, f); ok {
+				c.MaxAnswerBytes = n
+			}
 		case "max_connections":
 			c.MaxConnections, _ = p.Int(v, f, 1)
 		case "auth_token_env":
@@ -358,7 +382,8 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 }
 
 var (
-	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "read_timeout", "write_timeout", "max_connections",
+	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "read_timeout", "write_timeout", "idle_timeout",
+		"max_answer_bytes", "max_connections",
 		"auth_token_env", "llm", "speculator", "patterns", "traces", "backends",
 		policy.Key, "engine", MCPServersKey, "trust_annotations"}
 	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}

@@ -69,13 +69,15 @@ shutdown_grace: 5s
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen:        "127.0.0.1:7777",
-		MaxBody:       1 << 20,
-		ShutdownGrace: 5 * time.Second,
-		ReadTimeout:   config.DefaultReadTimeout,
-		WriteTimeout:  config.DefaultWriteTimeout,
-		Patterns:      &config.Patterns{Pool: "/etc/ahead/pool.json", Learn: true, Checkpoint: "/etc/ahead/pool.json", CheckpointEvery: config.DefaultCheckpointEvery},
-		Traces:        &config.Traces{Dir: "/etc/ahead/traces"},
+		Listen:         "127.0.0.1:7777",
+		MaxBody:        1 << 20,
+		ShutdownGrace:  5 * time.Second,
+		ReadTimeout:    config.DefaultReadTimeout,
+		WriteTimeout:   config.DefaultWriteTimeout,
+		IdleTimeout:    config.DefaultIdleTimeout,
+		MaxAnswerBytes: config.DefaultMaxAnswerBytes,
+		Patterns:       &config.Patterns{Pool: "/etc/ahead/pool.json", Learn: true, Checkpoint: "/etc/ahead/pool.json", CheckpointEvery: config.DefaultCheckpointEvery},
+		Traces:         &config.Traces{Dir: "/etc/ahead/traces"},
 		Backends: []config.Backend{
 			{
 				Name: "web",
@@ -230,7 +232,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a mapping", "- a\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
 		{"no backends", "listen: 127.0.0.1:1\n", []string{"a.yaml:1:1: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)"}},
 		{"unknown top-level field", backend + "listn: x\n", []string{
-			"a.yaml:4:1: listn: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
+			"a.yaml:4:1: listn: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
 		{"duplicate key", backend + "listen: a:1\nlisten: b:2\n", []string{"a.yaml:5:1: listen: duplicate key (first at line 4)"}},
 		{"bad listen", backend + "listen: 7777\n", []string{`a.yaml:4:9: listen: want a string, got a number (7777)`}},
 		{"bad listen string", backend + "listen: localhost\n", []string{`a.yaml:4:9: listen: want HOST:PORT, got "localhost"`}},
@@ -291,7 +293,7 @@ func TestParseErrors(t *testing.T) {
 			`a.yaml:2:32: backends.b.exec.command: want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got a list`,
 			"a.yaml:3:11: max_body: want a size such as 8MiB, 512KB or 1048576, got a number (-3)"}},
 		{"alias", "x: &a {url: 'http://h/'}\nbackends: {b: {http: *a}}\n", []string{
-			"a.yaml:1:1: x: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
+			"a.yaml:1:1: x: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers or trust_annotations)"}},
 		{"mcpServers errors with the others", "listen: x\nmcpServers:\n  fs: {command: x}\n  fs: {url: 'http://h/', slots: many}\n", []string{
 			`a.yaml:1:9: listen: want HOST:PORT, got "x"`,
 			"a.yaml:4:3: mcpServers.fs: duplicate key (first at line 3)"}},
@@ -329,11 +331,13 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen:        "127.0.0.1:7777",
-		MaxBody:       1 << 20,
-		ShutdownGrace: 5 * time.Second,
-		ReadTimeout:   config.DefaultReadTimeout,
-		WriteTimeout:  config.DefaultWriteTimeout,
+		Listen:         "127.0.0.1:7777",
+		MaxBody:        1 << 20,
+		ShutdownGrace:  5 * time.Second,
+		ReadTimeout:    config.DefaultReadTimeout,
+		WriteTimeout:   config.DefaultWriteTimeout,
+		IdleTimeout:    config.DefaultIdleTimeout,
+		MaxAnswerBytes: config.DefaultMaxAnswerBytes,
 		Patterns: &config.Patterns{Pool: filepath.Join(dir, "pool.json"), Learn: true, Checkpoint: filepath.Join(dir, "learnt", "pool.json"),
 			CheckpointEvery: time.Minute, MaxPredictions: 5},
 		Traces: &config.Traces{Dir: filepath.Join(dir, "traces"), Prefix: "web", MaxFileBytes: 10e6},

@@ -27,6 +27,8 @@ llm: {openai: {base_url: "https://api.openai.com/v1/"}, anthropic: {base_url: "h
 speculator: {base_url: "http://127.0.0.1:11434/v1", model: qwen3:0.6b, api_key_env: SPEC_KEY, timeout: 1s}
 read_timeout: 10s
 write_timeout: 1m
+idle_timeout: 5s
+max_answer_bytes: 16MiB
 max_connections: 100
 auth_token_env: AHEAD_TOKEN
 traces: {dir: t, max_files: 20, fail_on_loss: true}
@@ -44,6 +46,9 @@ traces: {dir: t, max_files: 20, fail_on_loss: true}
 	}
 	if c.ReadTimeout != 10*time.Second || c.WriteTimeout != time.Minute || c.MaxConnections != 100 {
 		t.Errorf("timeouts %v %v, connections %d", c.ReadTimeout, c.WriteTimeout, c.MaxConnections)
+	}
+	if c.IdleTimeout != 5*time.Second || c.MaxAnswerBytes != 16<<20 {
+		t.Errorf("idle_timeout %v, max_answer_bytes %d; want 5s and 16 MiB", c.IdleTimeout, c.MaxAnswerBytes)
 	}
 	if c.AuthToken != "t0k" || c.AuthTokenEnv != "AHEAD_TOKEN" {
 		t.Errorf("auth token %q from %q", c.AuthToken, c.AuthTokenEnv)

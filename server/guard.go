@@ -9,19 +9,37 @@ import (
 	"time"
 )
 
+// guardOptions are what guard enforces; zero fields enforce nothing.
+type guardOptions struct {
+	ReadTimeout, WriteTimeout time.Duration
+	// Token, if set, is wanted on every route but /healthz.
+	Token string
+	// Answers, if set, bounds the answer bytes being written (answers.go).
+	Answers *answers
+}
+
 // guard wraps the server's handler with what keeps a client from pinning
 // it and, with a token, from using it at all:
-//   - reading a request (headers and body) must end within readTimeout;
+//   - reading a request (headers and body) must end within ReadTimeout;
 //   - each write of an answer must be taken by the client within
-//     writeTimeout, renewed as each write succeeds, so that long tool calls
+//     WriteTimeout, renewed as each piece is taken, so that long tool calls
 //     and model or MCP streams are never cut while they flow;
+//   - the answer bytes being written, all clients together, stay within
+//     Answers' budget: over it, the slowest readers are cut;
 //   - with a token, every route but /healthz wants "Authorization: Bearer
 //     TOKEN", or "Ahead-Authorization: Bearer TOKEN" (the model gateway's
-//     Authorization header belongs to the model API and passes through).
-func guard(h http.Handler, readTimeout, writeTimeout time.Duration, token string) http.Handler {
+//     Authorization header belongs to the model API: see providerOnly);
+//   - a request that did not authenticate (/healthz, a refusal) gets its
+//     answer and the connection closes: it holds no connection slot idle.
+func guard(h http.Handler, o guardOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		if token != "" && r.URL.Path != "/healthz" && !authorized(r, token) {
+		if o.Token == "" || r.URL.Path == "/healthz" {
+			if r.URL.Path == "/healthz" {
+				w.Header().Set("Connection", "close")
+			}
+		} else if !authorized(r, o.Token) {
+			w.Header().Set("Connection", "close")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahead"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -29,12 +47,12 @@ func guard(h http.Handler, readTimeout, writeTimeout time.Duration, token string
 			return
 		}
 		r.Header.Del("Ahead-Authorization") // never forwarded
-		if readTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
-			_ = rc.SetReadDeadline(time.Now().Add(readTimeout))
+		if o.ReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = rc.SetReadDeadline(time.Now().Add(o.ReadTimeout))
 			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
-		if writeTimeout > 0 {
-			w = &deadlineWriter{ResponseWriter: w, rc: rc, d: writeTimeout}
+		if o.WriteTimeout > 0 || o.Answers != nil {
+			w = &deadlineWriter{ResponseWriter: w, rc: rc, d: o.WriteTimeout, answers: o.Answers}
 		}
 		h.ServeHTTP(w, r)
 		// The connection may serve another request: no deadline of this
@@ -44,13 +62,32 @@ func guard(h http.Handler, readTimeout, writeTimeout time.Duration, token string
 }
 
 func authorized(r *http.Request, token string) bool {
-	for _, h := range []string{"Ahead-Authorization", "Authorization"} {
-		got, ok := strings.CutPrefix(r.Header.Get(h), "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-			return true
-		}
+	return bearer(r, "Ahead-Authorization", token) || bearer(r, "Authorization", token)
+}
+
+func bearer(r *http.Request, header, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get(header), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// providerOnly guards the model gateway's routes, whose Authorization
+// header is forwarded to the model provider: ahead's own token there is
+// refused, never forwarded (issue 23). A client of the gateway sends
+// ahead's token in Ahead-Authorization.
+func providerOnly(h http.Handler, token string) http.Handler {
+	if token == "" {
+		return h
 	}
-	return false
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearer(r, "Authorization", token) {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintln(w, `{"error":"ahead's token was sent in Authorization, which model API routes forward to the model provider: send it in Ahead-Authorization: Bearer TOKEN"}`)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // deadlineBody lifts the read deadline once the body is read whole: the
@@ -71,20 +108,47 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// deadlineWriter gives each write its own deadline.
+// deadlineWriter gives each write its own deadline, and counts large
+// writes in the answer budget, handing them over a piece at a time.
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
-	d  time.Duration
+	rc      *http.ResponseController
+	d       time.Duration // 0: no deadline
+	answers *answers      // nil: not counted
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
-	return w.ResponseWriter.Write(p)
+	if w.answers == nil || len(p) <= answerSmall {
+		w.renew()
+		return w.ResponseWriter.Write(p)
+	}
+	f := w.answers.begin(int64(len(p)), w.rc)
+	defer w.answers.end(f)
+	written := 0
+	for written < len(p) {
+		if !w.answers.next(f, w.d) {
+			return written, errAnswerCut
+		}
+		n, err := w.ResponseWriter.Write(p[written : written+min(answerChunk, len(p)-written)])
+		written += n
+		if err != nil {
+			if w.answers.wasCut(f) {
+				err = errAnswerCut
+			}
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+func (w *deadlineWriter) renew() {
+	if w.d > 0 {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	}
 }
 
 func (w *deadlineWriter) Flush() {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	w.renew()
 	_ = w.rc.Flush()
 }
 

@@ -25,7 +25,7 @@ var echoBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // TestGuardStalledBody checks that a client that sends its headers and
 // then stalls its body cannot hold a connection past the read timeout.
 func TestGuardStalledBody(t *testing.T) {
-	srv := httptest.NewServer(guard(echoBody, 200*time.Millisecond, time.Second, ""))
+	srv := httptest.NewServer(guard(echoBody, guardOptions{ReadTimeout: 200 * time.Millisecond, WriteTimeout: time.Second}))
 	defer srv.Close()
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
@@ -54,7 +54,7 @@ func TestGuardLongCallNotCut(t *testing.T) {
 		}
 		io.WriteString(w, "done")
 	})
-	srv := httptest.NewServer(guard(slow, 100*time.Millisecond, 100*time.Millisecond, ""))
+	srv := httptest.NewServer(guard(slow, guardOptions{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond}))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
 	if err != nil {
@@ -81,7 +81,7 @@ func TestGuardClientNotReading(t *testing.T) {
 		}
 		wrote <- nil
 	})
-	srv := httptest.NewServer(guard(big, time.Second, 200*time.Millisecond, ""))
+	srv := httptest.NewServer(guard(big, guardOptions{ReadTimeout: time.Second, WriteTimeout: 200 * time.Millisecond}))
 	defer srv.Close()
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
@@ -103,7 +103,7 @@ func TestGuardClientNotReading(t *testing.T) {
 }
 
 func TestGuardToken(t *testing.T) {
-	srv := httptest.NewServer(guard(echoBody, time.Second, time.Second, "s3cret"))
+	srv := httptest.NewServer(guard(echoBody, guardOptions{ReadTimeout: time.Second, WriteTimeout: time.Second, Token: "s3cret"}))
 	defer srv.Close()
 	for _, tc := range []struct {
 		path, header, value string

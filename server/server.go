@@ -22,8 +22,6 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/httpapi"
 )
@@ -77,8 +75,10 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	if err != nil {
 		return err
 	}
+	var limit *connLimit
 	if cfg.MaxConnections > 0 {
-		ln = netutil.LimitListener(ln, cfg.MaxConnections)
+		limit = newConnLimit(ln, cfg.MaxConnections)
+		ln = limit
 	}
 	st, err := Open(ctx, cfg, opts)
 	if err != nil {
@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 		defer gw.Close() // after the server stops: its parsers are done
 		// The API's own /v1/sessions/… and /v1/stats routes are more
 		// specific and win; every other /v1/ path is the models'.
-		mux.Handle("/v1/", gw.Handler())
+		mux.Handle("/v1/", providerOnly(gw.Handler(), cfg.AuthToken))
 		mux.Handle("/v1/sessions/", api)
 		mux.Handle("/v1/stats", api)
 	}
@@ -119,10 +119,14 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 		// Reading a request and each write of an answer are bounded per
 		// request (guard); calls and streams themselves may take as long
 		// as the tools and models do.
-		Handler:           guard(mux, cfg.ReadTimeout, cfg.WriteTimeout, cfg.AuthToken),
+		Handler: guard(mux, guardOptions{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+			Token: cfg.AuthToken, Answers: newAnswers(cmp.Or(cfg.MaxAnswerBytes, config.DefaultMaxAnswerBytes))}),
 		ReadHeaderTimeout: cmp.Or(cfg.ReadTimeout, 10*time.Second),
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout),
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if limit != nil {
+		srv.ConnState = limit.track
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // owned: joined below on every path

@@ -1,0 +1,199 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Connections under max_connections (issue 23). netutil.LimitListener
+// counted a keep-alive connection waiting for its next request like a busy
+// one: 100 idle connections, each opened by one GET /healthz, locked every
+// other client out for the 2-minute idle timeout. connLimit gives way
+// instead: when every slot is taken, the connection idle the longest is
+// closed for the newcomer (then one that has sent nothing for
+// silentGrace). A client whose idle connection is closed under it sees
+// what an idle timeout does; Go's and most HTTP clients retry on a new
+// connection. Only connections busy with a request make a newcomer wait.
+//
+// The newcomer is accepted before a slot is free, so at most one
+// connection beyond the limit is open while it waits.
+
+// silentGrace is how long a new connection may stay silent before it can
+// give way like an idle one: a real client sends its request at once.
+const silentGrace = time.Second
+
+// connLimit is a listener of at most n connections at once. Its track
+// method is the http.Server's ConnState hook.
+type connLimit struct {
+	net.Listener
+	slots chan struct{} // one token per open connection
+	freed chan struct{} // signalled when a connection may give way
+	done  chan struct{} // closed by Close
+	once  sync.Once     // closes done
+	mu    sync.Mutex    // protects conns
+	conns map[*limitedConn]connState
+}
+
+// connState is what the server last told of a connection.
+type connState struct {
+	state http.ConnState
+	since time.Time
+}
+
+func newConnLimit(ln net.Listener, n int) *connLimit {
+	return &connLimit{Listener: ln, slots: make(chan struct{}, n), freed: make(chan struct{}, 1),
+		done: make(chan struct{}), conns: make(map[*limitedConn]connState)}
+}
+
+// Accept accepts a connection, then waits for a slot, closing an idle
+// connection to make one if there is no free slot.
+func (l *connLimit) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return l.admit(c), nil
+		default:
+		}
+		if l.giveWay() {
+			continue
+		}
+		// Every connection is busy: wait for one to end or to idle (or
+		// for a silent one to pass its grace).
+		var retry <-chan time.Time
+		var t *time.Timer
+		if l.hasSilent() {
+			t = time.NewTimer(silentGrace)
+			retry = t.C
+		}
+		got, closed := false, false
+		select {
+		case l.slots <- struct{}{}:
+			got = true
+		case <-l.freed:
+		case <-retry:
+		case <-l.done:
+			closed = true
+		}
+		if t != nil {
+			t.Stop()
+		}
+		switch {
+		case got:
+			return l.admit(c), nil
+		case closed:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// admit wraps c, which holds a slot now.
+func (l *connLimit) admit(c net.Conn) net.Conn {
+	lc := &limitedConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.conns[lc] = connState{http.StateNew, time.Now()}
+	l.mu.Unlock()
+	return lc
+}
+
+// giveWay closes the connection idle the longest, else the one silent the
+// longest past silentGrace, and reports whether it closed one. Its slot is
+// free once its Close returns.
+func (l *connLimit) giveWay() bool {
+	now := time.Now()
+	l.mu.Lock()
+	var victim *limitedConn
+	var best connState
+	for c, s := range l.conns {
+		ok := s.state == http.StateIdle || (s.state == http.StateNew && now.Sub(s.since) >= silentGrace)
+		if !ok {
+			continue
+		}
+		// Idle ones first, then the oldest.
+		if victim == nil || (s.state == http.StateIdle && best.state != http.StateIdle) ||
+			(s.state == best.state && s.since.Before(best.since)) {
+			victim, best = c, s
+		}
+	}
+	if victim != nil {
+		delete(l.conns, victim)
+	}
+	l.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	victim.Close()
+	return true
+}
+
+// hasSilent reports whether a new connection has sent nothing yet: it
+// may give way once silentGrace has passed.
+func (l *connLimit) hasSilent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.conns {
+		if s.state == http.StateNew {
+			return true
+		}
+	}
+	return false
+}
+
+// track is the server's ConnState hook.
+func (l *connLimit) track(c net.Conn, state http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, open := l.conns[lc]; !open {
+		return // closed to give way, or already gone
+	}
+	switch state {
+	case http.StateHijacked, http.StateClosed:
+		delete(l.conns, lc)
+		return
+	}
+	l.conns[lc] = connState{state, time.Now()}
+	if state == http.StateIdle {
+		select {
+		case l.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close closes the listener and ends an Accept waiting for a slot.
+func (l *connLimit) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// limitedConn holds one slot until it is closed.
+type limitedConn struct {
+	net.Conn
+	l    *connLimit
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		<-c.l.slots
+		select {
+		case c.l.freed <- struct{}{}:
+		default:
+		}
+	})
+	return err
+}

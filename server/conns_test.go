@@ -1,0 +1,239 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahead-dev/ahead/config"
+)
+
+// startRun runs Run with cfg until the test ends and returns its URL.
+func startRun(t *testing.T, cfg *config.Config) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { // owned: joined at cleanup
+		done <- Run(ctx, cfg, &Options{Logger: slog.New(addrHandler{addr})})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case u := <-addr:
+		return u
+	case err := <-done:
+		done <- err
+		t.Fatalf("Run returned before listening: %v", err)
+		return ""
+	}
+}
+
+// keepAlive opens a connection, makes one request on it and leaves it
+// open and idle, as a keep-alive client does between requests.
+func keepAlive(t *testing.T, addr, path string) (net.Conn, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound for a broken test
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	c.SetReadDeadline(time.Time{})
+	return c, resp
+}
+
+// TestIdleConnectionsGiveWay: with every slot of max_connections held by
+// idle keep-alive connections, a new client is served, and the connection
+// idle the longest is the one closed for it (issue 23: idle clients locked
+// everyone else out for the idle timeout).
+func TestIdleConnectionsGiveWay(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	limit := newConnLimit(srv.Listener, 3)
+	srv.Listener = limit
+	srv.Config.ConnState = limit.track
+	srv.Start()
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	var idle []net.Conn
+	for range 3 {
+		c, _ := keepAlive(t, addr, "/")
+		idle = append(idle, c)
+	}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("a new client with every slot held by idle connections: %v", err)
+	}
+	resp.Body.Close()
+	// The oldest idle connection was closed: reading it ends.
+	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := idle[0].Read(make([]byte, 1)); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the idle connection of the longest: read %v, want it closed", err)
+	}
+}
+
+// TestBusyConnectionsKeepTheirSlots: connections busy with a request are
+// never closed for a newcomer; it waits for one to end.
+func TestBusyConnectionsKeepTheirSlots(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			arrived <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}))
+	limit := newConnLimit(srv.Listener, 2)
+	srv.Listener = limit
+	srv.Config.ConnState = limit.track
+	srv.Start()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	busy := make(chan error, 2)
+	for range 2 {
+		go func() { // owned: joined below
+			resp, err := client.Get(srv.URL + "/busy")
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			busy <- err
+		}()
+	}
+	<-arrived
+	<-arrived
+	got := make(chan error, 1)
+	go func() { // owned: joined below
+		resp, err := client.Get(srv.URL + "/quick")
+		if err == nil {
+			resp.Body.Close()
+		}
+		got <- err
+	}()
+	close(release)
+	for range 2 {
+		if err := <-busy; err != nil {
+			t.Errorf("a busy connection was cut for a newcomer: %v", err)
+		}
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the newcomer after the busy ones ended: %v", err)
+	}
+}
+
+// TestUnauthenticatedAnswersClose: /healthz and a refused request get
+// their answer and their connection closes, holding no slot idle.
+func TestUnauthenticatedAnswersClose(t *testing.T) {
+	srv := httptest.NewServer(guard(echoBody, guardOptions{Token: "s3cret"}))
+	defer srv.Close()
+	for _, path := range []string{"/healthz", "/v1/stats"} {
+		c, resp := keepAlive(t, srv.Listener.Addr().String(), path)
+		if !resp.Close {
+			t.Errorf("GET %s without a token: %d, the connection stays open", path, resp.StatusCode)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("GET %s: after the answer, read %d, %v; want EOF", path, n, err)
+		}
+	}
+}
+
+// TestServeIdleTimeout: the configured idle_timeout closes an idle
+// keep-alive connection (it was a fixed 2 minutes).
+func TestServeIdleTimeout(t *testing.T) {
+	cfg, err := (&config.Loader{Dir: t.TempDir()}).Parse("a.yaml", []byte(`
+listen: 127.0.0.1:0
+idle_timeout: 100ms
+backends: {web: {http: {url: "http://127.0.0.1:9/{tool}"}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := startRun(t, cfg)
+	c, _ := keepAlive(t, strings.TrimPrefix(u, "http://"), "/v1/stats")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound for a broken test
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("an idle connection past idle_timeout: read %v, want EOF", err)
+	}
+}
+
+// TestGatewayRefusesAheadTokenInAuthorization: ahead's token in
+// Authorization on a model route is refused, never forwarded to the
+// provider; in Ahead-Authorization it is kept from the provider, which
+// gets its own key.
+func TestGatewayRefusesAheadTokenInAuthorization(t *testing.T) {
+	seen := make(chan http.Header, 2)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","choices":[]}`)
+	}))
+	defer provider.Close()
+	cfg, err := (&config.Loader{Dir: t.TempDir()}).Parse("a.yaml", []byte(`
+listen: 127.0.0.1:0
+llm: {openai: {base_url: "`+provider.URL+`/v1"}}
+backends: {web: {http: {url: "http://127.0.0.1:9/{tool}"}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AuthToken = "s3cret"
+	u := startRun(t, cfg)
+	post := func(h map[string]string) int {
+		req, _ := http.NewRequest("POST", u+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(map[string]string{"Authorization": "Bearer s3cret"}); code != http.StatusUnauthorized {
+		t.Errorf("ahead's token in Authorization: %d, want 401", code)
+	}
+	select {
+	case h := <-seen:
+		t.Fatalf("the provider got a request with Authorization %q", h.Get("Authorization"))
+	default:
+	}
+	if code := post(map[string]string{"Ahead-Authorization": "Bearer s3cret", "Authorization": "Bearer sk-provider"}); code != http.StatusOK {
+		t.Fatalf("ahead's token in Ahead-Authorization: %d, want 200", code)
+	}
+	h := <-seen
+	if got := h.Get("Authorization"); got != "Bearer sk-provider" {
+		t.Errorf("the provider got Authorization %q, want its own key", got)
+	}
+	if got := h.Get("Ahead-Authorization"); got != "" {
+		t.Errorf("the provider got Ahead-Authorization %q", got)
+	}
+}
