@@ -17,7 +17,7 @@ import (
 )
 
 // startRun runs Run with cfg until the test ends and returns its URL.
-func startRun(t *testing.T, cfg *config.Config) string {
+func startRun(t testing.TB, cfg *config.Config) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	addr := make(chan string, 1)
@@ -43,7 +43,7 @@ func startRun(t *testing.T, cfg *config.Config) string {
 
 // keepAlive opens a connection, makes one request on it and leaves it
 // open and idle, as a keep-alive client does between requests.
-func keepAlive(t *testing.T, addr, path string) (net.Conn, *http.Response) {
+func keepAlive(t testing.TB, addr, path string) (net.Conn, *http.Response) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
