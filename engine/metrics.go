@@ -106,7 +106,9 @@ func (m *metrics) collectQueues(s *sched.Scheduler) {
 	}
 	m.reg.MustRegister(&loadCollector{s: s, desc: prometheus.NewDesc(
 		"ahead_backend_load", "Backend slots in use and queue depths, by kind (slots, 0 when real calls are not limited; auth_running, spec_running, auth_queued, spec_queued).",
-		[]string{"backend", "kind"}, nil)})
+		[]string{"backend", "kind"}, nil),
+		refused: prometheus.NewDesc("ahead_backend_refused_total", "Authoritative calls refused because the backend's queue was full (HTTP 503).",
+			[]string{"backend"}, nil)})
 }
 
 func (m *metrics) observeCall(tool string, src Source, d, saved time.Duration, err error) {
@@ -130,11 +132,11 @@ func (m *metrics) originOutcome(os origins, o Outcome) {
 }
 
 type loadCollector struct {
-	s    *sched.Scheduler
-	desc *prometheus.Desc
+	s             *sched.Scheduler
+	desc, refused *prometheus.Desc
 }
 
-func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.refused }
 
 func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, l := range c.s.Load() {
@@ -144,5 +146,6 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 		} {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), name, kind)
 		}
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(l.Refused), name)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/httpapi"
@@ -19,6 +21,7 @@ import (
 func TestQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
+		reg := prometheus.NewRegistry()
 		ran := 0
 		eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {
 			Backend: backend.Funcs{"wait": func(ctx context.Context, _ json.RawMessage) (string, error) {
@@ -27,7 +30,7 @@ func TestQueueFull(t *testing.T) {
 				return "ok", nil
 			}},
 			Limits: sched.Limits{Slots: 1, Queue: 1},
-		}}})
+		}}, Registerer: reg})
 		defer eng.Close()
 		h := httpapi.New(eng, &httpapi.Options{Logger: quiet})
 		post := func(i string) *httptest.ResponseRecorder {
@@ -53,6 +56,19 @@ func TestQueueFull(t *testing.T) {
 		}
 		if ran != 2 {
 			t.Errorf("the tool ran %d times, want 2 (the refused call never runs)", ran)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := -1.0
+		for _, mf := range mfs {
+			if mf.GetName() == "ahead_backend_refused_total" {
+				refused = mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		if refused != 1 {
+			t.Errorf("ahead_backend_refused_total = %v, want 1", refused)
 		}
 	})
 }

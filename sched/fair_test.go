@@ -163,8 +163,8 @@ func TestQueueBound(t *testing.T) {
 		if other != nil || errs[0] != nil || errs[1] != nil {
 			t.Errorf("after the slot freed: b %v, a %v", other, errs[:2])
 		}
-		if n := s.Stats().Refused; n != 2 {
-			t.Errorf("Refused = %d, want 2", n)
+		if n, l := s.Stats().Refused, s.Load()["b"].Refused; n != 2 || l != 2 {
+			t.Errorf("Refused = %d, Load's %d; want 2", n, l)
 		}
 	})
 }

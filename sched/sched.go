@@ -153,7 +153,8 @@ type backendState struct {
 	backoff     time.Time         // no speculation before this
 	// exec is a moving average of authoritative executions' durations,
 	// for QueueFullError.RetryAfter.
-	exec time.Duration
+	exec    time.Duration
+	refused int64 // calls refused because the queue was full
 }
 
 func (b *backendState) used() int { return b.specRunning + b.authRunning }
@@ -275,12 +276,14 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		v := b.queue.victim(session)
 		if v == nil {
 			s.stats.Refused++
+			b.refused++
 			err := &QueueFullError{Backend: backend, Queue: b.lim.Queue, RetryAfter: b.retryAfter()}
 			s.mu.Unlock()
 			return err
 		}
 		b.queue.remove(v)
 		s.stats.Refused++
+		b.refused++
 		v.err = &QueueFullError{Backend: backend, Queue: b.lim.Queue, RetryAfter: b.retryAfter()}
 		close(v.ready)
 	}
@@ -381,6 +384,9 @@ func (s *Scheduler) Stats() Stats {
 // speculative work and the lengths of its queues.
 type Load struct {
 	Slots, AuthRunning, SpecRunning, AuthQueued, SpecQueued int
+	// Refused counts the authoritative calls refused since start
+	// because the backend's queue was full.
+	Refused int64
 }
 
 // Load returns the current load of every backend.
@@ -395,6 +401,7 @@ func (s *Scheduler) Load() map[string]Load {
 			SpecRunning: b.specRunning,
 			AuthQueued:  b.queue.len(),
 			SpecQueued:  len(b.specQ),
+			Refused:     b.refused,
 		}
 	}
 	return m
