@@ -104,6 +104,39 @@ func (a *answers) next(f *flight, d time.Duration) bool {
 	return true
 }
 
+// cutStalled cuts the write that has waited longest on its client, if it
+// has waited at least d, and reports whether it cut one: a connection
+// slot is wanted (connLimit), and that client is not taking its answer.
+func (a *answers) cutStalled(d time.Duration) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var slowest *flight
+	for f := range a.flights {
+		if slowest == nil || f.waiting.Before(slowest.waiting) {
+			slowest = f
+		}
+	}
+	if slowest == nil || time.Since(slowest.waiting) < d {
+		return false
+	}
+	a.cutLocked(slowest)
+	return true
+}
+
+// stalledSince is when the write waiting longest on its client started
+// waiting; zero if none is.
+func (a *answers) stalledSince() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var t time.Time
+	for f := range a.flights {
+		if t.IsZero() || f.waiting.Before(t) {
+			t = f.waiting
+		}
+	}
+	return t
+}
+
 // wasCut reports whether f was cut for the budget.
 func (a *answers) wasCut(f *flight) bool {
 	a.mu.Lock()

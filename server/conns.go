@@ -13,9 +13,11 @@ import (
 // other client out for the 2-minute idle timeout. connLimit gives way
 // instead: when every slot is taken, the connection idle the longest is
 // closed for the newcomer (then one that has sent nothing for
-// silentGrace). A client whose idle connection is closed under it sees
-// what an idle timeout does; Go's and most HTTP clients retry on a new
-// connection. Only connections busy with a request make a newcomer wait.
+// silentGrace, then one whose client has not taken its answer's bytes for
+// silentGrace: the answer budget cuts it). A client whose idle connection
+// is closed under it sees what an idle timeout does; Go's and most HTTP
+// clients retry on a new connection. Only connections busy with a request
+// that is being served make a newcomer wait.
 //
 // The newcomer is accepted before a slot is free, so at most one
 // connection beyond the limit is open while it waits.
@@ -32,8 +34,11 @@ type connLimit struct {
 	freed chan struct{} // signalled when a connection may give way
 	done  chan struct{} // closed by Close
 	once  sync.Once     // closes done
-	mu    sync.Mutex    // protects conns
-	conns map[*limitedConn]connState
+	// answers, if set, cuts a connection whose client takes no bytes of
+	// its answer when a slot is wanted.
+	answers *answers
+	mu      sync.Mutex // protects conns
+	conns   map[*limitedConn]connState
 }
 
 // connState is what the server last told of a connection.
@@ -63,12 +68,27 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		if l.giveWay() {
 			continue
 		}
+		// A stalled answer cut: its handler ends and its connection
+		// closes, which frees a slot; wait for that alone.
+		cut := l.answers != nil && l.answers.cutStalled(silentGrace)
 		// Every connection is busy: wait for one to end or to idle (or
-		// for a silent one to pass its grace).
+		// for a silent one, or a stalled answer, to pass its grace).
 		var retry <-chan time.Time
 		var t *time.Timer
-		if l.hasSilent() {
-			t = time.NewTimer(silentGrace)
+		wait := time.Duration(-1)
+		if !cut && l.hasSilent() {
+			wait = silentGrace
+		}
+		if !cut && l.answers != nil {
+			if since := l.answers.stalledSince(); !since.IsZero() {
+				w := max(silentGrace-time.Since(since), time.Millisecond)
+				if wait < 0 || w < wait {
+					wait = w
+				}
+			}
+		}
+		if wait >= 0 {
+			t = time.NewTimer(wait)
 			retry = t.C
 		}
 		got, closed := false, false

@@ -237,3 +237,46 @@ backends: {web: {http: {url: "http://127.0.0.1:9/{tool}"}}}
 		t.Errorf("the provider got Ahead-Authorization %q", got)
 	}
 }
+
+// TestStalledAnswerGivesWay: with every slot held by clients that read
+// nothing of their answers, a new client is served: the answer that waited
+// longest on its client is cut once it has waited silentGrace.
+func TestStalledAnswerGivesWay(t *testing.T) {
+	big := strings.Repeat("x", 8<<20)
+	wrote := make(chan error, 2)
+	srv := httptest.NewUnstartedServer(nil)
+	budget := newAnswers(1 << 30) // the budget is not what cuts here
+	srv.Config.Handler = guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/small" {
+			io.WriteString(w, "ok")
+			return
+		}
+		_, err := io.WriteString(w, big)
+		wrote <- err
+	}), guardOptions{WriteTimeout: time.Minute, Answers: budget})
+	limit := newConnLimit(srv.Listener, 2)
+	limit.answers = budget
+	srv.Listener = limit
+	srv.Config.ConnState = limit.track
+	srv.Start()
+	defer srv.Close()
+	for range 2 {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+		bufio.NewReader(c).Peek(1) // the answer started; now never read again
+	}
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(srv.URL + "/small")
+	if err != nil {
+		t.Fatalf("a new client with every slot held by clients not reading: %v", err)
+	}
+	resp.Body.Close()
+	if err := <-wrote; !errors.Is(err, errAnswerCut) {
+		t.Errorf("the stalled answer: %v, want errAnswerCut", err)
+	}
+}

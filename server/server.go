@@ -114,19 +114,21 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	// a cause the API answers 503 for.
 	reqCtx, cutOff := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cutOff(nil)
+	answerBudget := newAnswers(cmp.Or(cfg.MaxAnswerBytes, config.DefaultMaxAnswerBytes))
 	srv := &http.Server{
 		BaseContext: func(net.Listener) context.Context { return reqCtx },
 		// Reading a request and each write of an answer are bounded per
 		// request (guard); calls and streams themselves may take as long
 		// as the tools and models do.
 		Handler: guard(mux, guardOptions{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
-			Token: cfg.AuthToken, Answers: newAnswers(cmp.Or(cfg.MaxAnswerBytes, config.DefaultMaxAnswerBytes))}),
+			Token: cfg.AuthToken, Answers: answerBudget}),
 		ReadHeaderTimeout: cmp.Or(cfg.ReadTimeout, 10*time.Second),
 		IdleTimeout:       cmp.Or(cfg.IdleTimeout, config.DefaultIdleTimeout),
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	if limit != nil {
 		srv.ConnState = limit.track
+		limit.answers = answerBudget
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // owned: joined below on every path
