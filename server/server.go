@@ -3,8 +3,10 @@
 // conversation model, the trace recorder, the fast-model speculator, the
 // MCP proxy, metrics and OpenTelemetry, around one engine (a Stack); and
 // the HTTP server in front of it (Run: the tool API, MCP over streamable
-// HTTP, the model gateway), with per-request timeouts, an optional token
-// and a graceful shutdown. ServeMCP serves one MCP session over stdio.
+// HTTP, the model gateway), with per-request timeouts, an optional token,
+// a connection limit idle connections give way under (conns.go), a budget
+// of answer bytes in flight to clients (answers.go) and a graceful
+// shutdown. ServeMCP serves one MCP session over stdio.
 //
 // The command line stays in cmd/ahead: flags and what they override of the
 // configuration, and exit codes. Every goroutine Run or a Stack starts is
