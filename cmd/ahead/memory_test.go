@@ -211,17 +211,22 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 	}
 
 	// Issue 23: 200 connections declaring 8 MiB bodies and sending one
-	// byte took RSS to 1.6 GiB. 200 to the tool API, 100 to the gateway.
+	// byte took RSS to 1.6 GiB. 200 to the tool API, 100 to the gateway,
+	// 100 to /mcp (the fake MCP server of fakemcp_test.go upstream).
 	t.Run("declared bodies", func(t *testing.T) {
-		s := startProcess(t, config(""))
+		fake, _ := fakeMCP(t)
+		s := startProcess(t, config("mcpServers: {fs: {command: \""+fake[0]+"\"}}\n"))
 		addr := strings.TrimPrefix(s.url, "http://")
 		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
-			holdOpen(t, addr, 300, func(i int) string {
+			holdOpen(t, addr, 400, func(i int) string {
 				path := "/v1/sessions/s/calls"
-				if i%3 == 2 {
+				switch i % 4 {
+				case 2:
 					path = "/v1/chat/completions"
+				case 3:
+					path = "/mcp"
 				}
-				return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAhead-Session: s\r\nContent-Length: 8388608\r\n\r\n{"
+				return "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAhead-Session: s\r\nContent-Length: 8388608\r\n\r\n{"
 			}, func() { settle(s, t, 0) })
 		})
 	})
