@@ -17,8 +17,11 @@
 //     cancellable is never cancelled; its invalidated result is discarded.
 //   - Safe: only tools the policy allows are speculated, and only at the
 //     level it allows (full, dry run, warm-up).
-//   - Never slower: authoritative calls go first through the scheduler, and
-//     speculation runs on slack inside a budget, preempted when a real call
+//   - Never slower: the scheduler does not limit authoritative calls on a
+//     backend without slots (as without ahead); speculation runs inside its
+//     own budget there. Where slots are set, authoritative calls go first,
+//     fairly between sessions and in a bounded queue (sched.QueueFullError
+//     when full), and speculation runs on slack, preempted when a real call
 //     needs the slot. The predictor works on a result after the agent has
 //     it, and on a message after Message returned; the session's next call
 //     waits for that work only if it arrives first, so it finds the same

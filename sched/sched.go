@@ -272,6 +272,18 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	if now := time.Now(); b.queue.len() == 0 && (b.lim.Slots == 0 || b.used() < b.lim.Slots) &&
+		(b.limiter == nil || b.limiter.TokensAt(now) >= 1) {
+		// Nothing waits and there is room (always, without Slots or
+		// Rate): what dispatch would do, without a queue entry.
+		if b.limiter != nil {
+			b.limiter.AllowN(now, 1)
+		}
+		b.authRunning++
+		s.mu.Unlock()
+		s.run(ctx, b, fn)
+		return nil
+	}
 	if b.queue.calls >= b.lim.Queue {
 		v := b.queue.victim(session)
 		if v == nil {
@@ -309,6 +321,12 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		s.mu.Unlock()
 		return ctx.Err()
 	}
+	s.run(ctx, b, fn)
+	return nil
+}
+
+// run runs fn in a slot b granted, and gives the slot back.
+func (s *Scheduler) run(ctx context.Context, b *backendState, fn func(ctx context.Context)) {
 	start := time.Now()
 	defer func() {
 		d := time.Since(start)
@@ -323,7 +341,6 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		s.mu.Unlock()
 	}()
 	fn(ctx)
-	return nil
 }
 
 // Submit queues speculative work. The returned Job is never nil; if the
