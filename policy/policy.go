@@ -139,7 +139,8 @@ type Tool struct {
 	// a model (the speculator): they may hold what must not leave.
 	Private bool
 	// Cancellable false means speculative runs cannot be preempted or
-	// cancelled, so they only use slots beyond the authoritative reserve;
+	// cancelled, so on a backend with slots they only use slots beyond the
+	// authoritative reserve (without slots, real calls never wait for them);
 	// an invalidated run is left to finish and its result discarded. Nil
 	// means true.
 	Cancellable *bool
