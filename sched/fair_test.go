@@ -224,3 +224,31 @@ func TestNewNilOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A promoted job waits as a call of the session that claimed it: another
+// session's backlog does not hold it back.
+func TestPromotedJoinsItsSessionsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSched(Limits{Slots: 1}, 0)
+		defer s.Close()
+		var r recorder
+		release := make(chan struct{})
+		go s.Do(t.Context(), "b", "greedy", func(context.Context) { <-release })
+		synctest.Wait()
+		j := s.Submit(Spec{Backend: "b", Utility: 1, Run: r.work("promoted", time.Second)})
+		var greedy sync.WaitGroup
+		defer greedy.Wait()
+		for range 3 {
+			greedy.Go(func() { s.Do(t.Context(), "b", "greedy", func(context.Context) { r.add("greedy") }) })
+			synctest.Wait()
+		}
+		if !j.Promote("light") {
+			t.Fatal("Promote of a queued job = false")
+		}
+		close(release)
+		synctest.Wait()
+		if got := r.get(); len(got) == 0 || got[0] != "start promoted" {
+			t.Errorf("log = %v, want the promoted job first, before greedy's backlog", got)
+		}
+	})
+}

@@ -27,9 +27,13 @@ type authWaiter struct {
 // all 100. A session with a single call at a time is served as soon as a
 // FIFO would serve it, or sooner.
 //
-// Per-session state lives only while the session has waiters, so the
-// queue's memory is bounded by its length (Limits.Queue callers of Do, and
-// promoted jobs, which speculation's budgets bound).
+// A session's tags count the calls it has running too (a call granted at
+// once takes a tag as well), so the next free slot goes to a newcomer
+// rather than to the next call of a session that holds the running ones.
+// Per-session state lives only while the session has calls waiting or
+// running, so the queue's memory is bounded by its length (Limits.Queue
+// callers of Do, and promoted jobs, which speculation's budgets bound) and
+// the backend's slots.
 type fairQueue struct {
 	h        waiterHeap
 	sessions map[string]*sessionQueue
@@ -42,20 +46,46 @@ type sessionQueue struct {
 	finish  uint64 // the earliest tag of its next waiter
 	waiting int    // its waiters
 	calls   int    // of which callers of Do
+	running int    // its callers of Do granted a slot, not done yet
 }
 
 func (q *fairQueue) len() int { return len(q.h) }
 
-// push adds w, a waiter of w.session; seq numbers arrivals.
-func (q *fairQueue) push(w *authWaiter, seq *uint64) {
+func (q *fairQueue) session(name string) *sessionQueue {
 	if q.sessions == nil {
 		q.sessions = make(map[string]*sessionQueue)
 	}
-	sq := q.sessions[w.session]
+	sq := q.sessions[name]
 	if sq == nil {
 		sq = &sessionQueue{}
-		q.sessions[w.session] = sq
+		q.sessions[name] = sq
 	}
+	return sq
+}
+
+// serve accounts for a call of session granted without waiting: it takes
+// the session's next tag, as if it had been queued and served at once.
+func (q *fairQueue) serve(session string) {
+	sq := q.session(session)
+	q.vtime = max(q.vtime, sq.finish)
+	sq.finish = q.vtime + 1
+	sq.running++
+}
+
+// done accounts for the end of a call of session granted a slot (by serve,
+// or popped from the queue).
+func (q *fairQueue) done(session string) {
+	sq := q.sessions[session]
+	if sq == nil {
+		return
+	}
+	sq.running--
+	q.drop(session, sq)
+}
+
+// push adds w, a waiter of w.session; seq numbers arrivals.
+func (q *fairQueue) push(w *authWaiter, seq *uint64) {
+	sq := q.session(w.session)
 	w.tag = max(q.vtime, sq.finish)
 	sq.finish = w.tag + 1
 	sq.waiting++
@@ -75,6 +105,9 @@ func (q *fairQueue) peek() *authWaiter { return q.h[0] }
 func (q *fairQueue) pop() *authWaiter {
 	w := heap.Pop(&q.h).(*authWaiter)
 	q.vtime = w.tag
+	if w.job == nil {
+		q.sessions[w.session].running++
+	}
 	q.forget(w)
 	return w
 }
@@ -96,10 +129,14 @@ func (q *fairQueue) forget(w *authWaiter) {
 		sq.calls--
 		q.calls--
 	}
-	if sq.waiting == 0 {
+	q.drop(w.session, sq)
+}
+
+func (q *fairQueue) drop(session string, sq *sessionQueue) {
+	if sq.waiting == 0 && sq.running <= 0 {
 		// Its tags are all served or gone: from now on it starts at
 		// the virtual time like any session that was not waiting.
-		delete(q.sessions, w.session)
+		delete(q.sessions, session)
 	}
 }
 

@@ -276,12 +276,16 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		(b.limiter == nil || b.limiter.TokensAt(now) >= 1) {
 		// Nothing waits and there is room (always, without Slots or
 		// Rate): what dispatch would do, without a queue entry.
+		fair := b.lim.Slots > 0 || b.limiter != nil // else nothing ever waits
 		if b.limiter != nil {
 			b.limiter.AllowN(now, 1)
 		}
+		if fair {
+			b.queue.serve(session)
+		}
 		b.authRunning++
 		s.mu.Unlock()
-		s.run(ctx, b, fn)
+		s.run(ctx, b, session, fair, fn)
 		return nil
 	}
 	if b.queue.calls >= b.lim.Queue {
@@ -314,6 +318,7 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		if w.ok {
 			// Granted just as we gave up: give the slot back.
 			b.authRunning--
+			b.queue.done(session)
 		} else {
 			b.queue.remove(w) // (no-op if it was refused meanwhile)
 		}
@@ -321,17 +326,21 @@ func (s *Scheduler) Do(ctx context.Context, backend, session string, fn func(ctx
 		s.mu.Unlock()
 		return ctx.Err()
 	}
-	s.run(ctx, b, fn)
+	s.run(ctx, b, session, true, fn)
 	return nil
 }
 
-// run runs fn in a slot b granted, and gives the slot back.
-func (s *Scheduler) run(ctx context.Context, b *backendState, fn func(ctx context.Context)) {
+// run runs fn in a slot b granted to session, and gives the slot back;
+// fair says the queue accounts for the session's running calls.
+func (s *Scheduler) run(ctx context.Context, b *backendState, session string, fair bool, fn func(ctx context.Context)) {
 	start := time.Now()
 	defer func() {
 		d := time.Since(start)
 		s.mu.Lock()
 		b.authRunning--
+		if fair {
+			b.queue.done(session)
+		}
 		if b.exec == 0 {
 			b.exec = d
 		} else {
