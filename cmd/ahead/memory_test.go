@@ -148,8 +148,9 @@ func bigTools(t *testing.T) *httptest.Server {
 }
 
 // holdOpen opens n connections that each send head and then nothing,
-// held until release returns.
-func holdOpen(t *testing.T, addr string, n int, head func(i int) string, hold func()) {
+// held until hold returns. With started, each waits for the first byte of
+// its answer before the next connects, and reads no more.
+func holdOpen(t *testing.T, addr string, n int, started bool, head func(i int) string, hold func()) {
 	t.Helper()
 	conns := make([]net.Conn, 0, n)
 	defer func() {
@@ -165,6 +166,12 @@ func holdOpen(t *testing.T, addr string, n int, head func(i int) string, hold fu
 		conns = append(conns, c)
 		if _, err := io.WriteString(c, head(i)); err != nil {
 			t.Fatal(err)
+		}
+		if started {
+			c.SetReadDeadline(time.Now().Add(time.Minute)) // a bound for a broken test
+			if _, err := bufio.NewReaderSize(c, 16).Peek(1); err != nil {
+				t.Fatalf("client %d: no answer: %v", i, err)
+			}
 		}
 	}
 	hold()
@@ -218,7 +225,7 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 		s := startProcess(t, config("mcpServers: {fs: {command: \""+fake[0]+"\"}}\n"))
 		addr := strings.TrimPrefix(s.url, "http://")
 		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
-			holdOpen(t, addr, 400, func(i int) string {
+			holdOpen(t, addr, 400, false, func(i int) string {
 				path := "/v1/sessions/s/calls"
 				switch i % 4 {
 				case 2:
@@ -269,12 +276,15 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 	})
 
 	// Issue 23: 40 clients asking for 8 MiB answers and reading nothing
-	// held 1,032 MiB until the write timeout.
+	// held 1,032 MiB until the write timeout. One after another: what
+	// answers are held is measured here, not what 40 tools' outputs take
+	// while they are produced at once (with no slots, calls in flight are
+	// not limited, and each holds up to its backend's max_response_bytes).
 	t.Run("answers not read", func(t *testing.T) {
 		s := startProcess(t, config(""))
 		addr := strings.TrimPrefix(s.url, "http://")
 		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
-			holdOpen(t, addr, 40, func(i int) string {
+			holdOpen(t, addr, 40, true, func(i int) string {
 				body := fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)
 				return fmt.Sprintf("POST /v1/sessions/r%d/calls HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
 			}, func() { settle(s, t, 40) })
