@@ -164,12 +164,11 @@ func TestEndToEnd(t *testing.T) {
 	if got, want := string(a.Output), `{"results":[{"url":"https://go.example/1"},{"url":"https://go.example/2"}]}`; got != want {
 		t.Errorf("search output = %s, want %s", got, want)
 	}
-	// The speculative fetch holds its result once it is done (its bytes
-	// are counted then).
+	// The speculative fetch holds its result once it is done.
 	waitFor(t, "the speculative fetch to complete", func() bool {
-		var st struct{ Bytes int64 }
+		var st struct{ Ready int }
 		json.Unmarshal([]byte(get(t, c, api.URL+"/v1/stats")), &st)
-		return st.Bytes > 0
+		return st.Ready > 0
 	})
 	fetch := `{"tool": "fetch", "args": {"url": "https://go.example/1"}}`
 	code, a = post(t, c, api.URL+"/v1/sessions/agent-1/calls", fetch)

@@ -28,7 +28,10 @@ type Stats struct {
 	WastedMS           float64          `json:"wasted_ms"`
 	Sessions           int              `json:"sessions"`
 	Entries            int              `json:"entries"`
-	Bytes              int64            `json:"bytes"`
+	// Bytes is all that max_bytes bounds: the entries' results and what
+	// the sessions keep (conversation windows, the predictor's state, the
+	// calls kept for learning).
+	Bytes int64 `json:"bytes"`
 	// Ready is how many of the entries hold a finished result (the rest
 	// are queued or running).
 	Ready int                  `json:"ready"`
@@ -81,7 +84,7 @@ func NewStats(st engine.Stats) Stats {
 		WastedMS:           ms(st.Wasted),
 		Sessions:           st.Sessions,
 		Entries:            st.Entries,
-		Bytes:              st.Bytes,
+		Bytes:              st.Bytes + st.SessionBytes,
 		Ready:              st.Ready,
 		Tools:              make(map[string]ToolStats, len(st.Tools)),
 	}

@@ -19,12 +19,19 @@ type LearnerOptions struct {
 	// Online configures the predictor serving the pool (not Frozen: a
 	// Learner learns).
 	Online pattern.OnlineOptions
-	// MaxCalls bounds the calls kept for mining; the oldest sessions are
-	// dropped first. 0 means 20000.
+	// MaxCalls bounds the calls kept for mining; the oldest sessions'
+	// calls are dropped first, those of the session in progress too. 0
+	// means 20000.
 	MaxCalls int
-	// MaxBytes bounds the arguments and outputs kept for mining. 0 means
-	// 64 MiB.
+	// MaxBytes bounds the memory of the calls kept for mining (arguments,
+	// outputs, tool and session names, and keptOverhead bytes a call),
+	// dropped as MaxCalls says. 0 means 64 MiB.
 	MaxBytes int64
+	// MaxSessionBytes bounds what one session's kept calls hold, so that
+	// one long session with large outputs does not push every other out:
+	// over it, the session's oldest calls are dropped (a call larger than
+	// it is not kept). 0 means MaxBytes/4.
+	MaxSessionBytes int64
 	// Recorded, if set, returns recorded sessions (the trace store) to
 	// mine with those observed: ahead mcp serves one session per process,
 	// so only its recordings show a pattern recur. A session observed
@@ -56,9 +63,10 @@ type Learner struct {
 	log    map[string][]trace.Event
 	order  []string // sessions in log, oldest first
 	live   map[string]bool
+	kept   map[string]int64 // keptSize of each session's log
 	calls  int
-	bytes  int64
-	dirty  bool // calls observed since the last Relearn
+	bytes  int64 // the sum of kept
+	dirty  bool  // calls observed since the last Relearn
 	saveMu sync.Mutex
 }
 
@@ -71,7 +79,7 @@ var _ interface {
 // NewLearner returns a Learner starting from pool (which may have no
 // patterns). opts may be nil.
 func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
-	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool)}
+	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64)}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -81,6 +89,9 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 	}
 	if l.opts.MaxBytes <= 0 {
 		l.opts.MaxBytes = 64 << 20
+	}
+	if l.opts.MaxSessionBytes <= 0 {
+		l.opts.MaxSessionBytes = l.opts.MaxBytes / 4
 	}
 	if l.opts.Logger == nil {
 		l.opts.Logger = slog.New(slog.DiscardHandler)
@@ -110,25 +121,80 @@ func (l *Learner) Observe(ev trace.Event) []predict.Prediction {
 	return o.Observe(ev)
 }
 
+// keptOverhead approximates what a kept call costs beside its payloads
+// (the event struct and its slot in the session's log).
+const keptOverhead = 256
+
+// keptSize is what keeping ev costs, as MaxBytes counts it.
+func keptSize(ev *trace.Event) int64 {
+	return int64(len(ev.Args)+len(ev.Output)+len(ev.Content)+len(ev.Tool)+len(ev.Session)) + keptOverhead
+}
+
+// keep adds ev to its session's log, then drops calls until the bounds
+// hold: the session's own oldest first while it is over MaxSessionBytes,
+// then the oldest sessions' (the one in progress too: issue 23, a single
+// session of large outputs grew without bound).
 func (l *Learner) keep(ev trace.Event) {
 	if _, ok := l.log[ev.Session]; !ok {
 		l.order = append(l.order, ev.Session)
 	}
 	l.log[ev.Session] = append(l.log[ev.Session], ev)
+	n := keptSize(&ev)
+	l.kept[ev.Session] += n
 	l.live[ev.Session] = true
 	l.calls++
-	l.bytes += int64(len(ev.Args) + len(ev.Output))
+	l.bytes += n
 	l.dirty = true
-	for len(l.order) > 1 && (l.calls > l.opts.MaxCalls || l.bytes > l.opts.MaxBytes) {
-		old := l.order[0]
-		l.order = l.order[1:]
-		for _, e := range l.log[old] {
-			l.calls--
-			l.bytes -= int64(len(e.Args) + len(e.Output))
-		}
-		delete(l.log, old)
-		delete(l.live, old)
+	for l.kept[ev.Session] > l.opts.MaxSessionBytes {
+		l.dropOldest(ev.Session)
 	}
+	for len(l.order) > 0 && (l.calls > l.opts.MaxCalls || l.bytes > l.opts.MaxBytes) {
+		l.dropOldest(l.order[0])
+	}
+}
+
+// dropOldest drops the oldest kept call of session, and the session from
+// the log when it has none left.
+func (l *Learner) dropOldest(session string) {
+	evs := l.log[session]
+	n := keptSize(&evs[0])
+	evs[0] = trace.Event{} // release its payloads: the array outlives the slice
+	l.calls--
+	l.bytes -= n
+	l.kept[session] -= n
+	if len(evs) > 1 {
+		l.log[session] = evs[1:]
+		return
+	}
+	delete(l.log, session)
+	delete(l.kept, session)
+	delete(l.live, session)
+	if i := slices.Index(l.order, session); i >= 0 {
+		l.order = slices.Delete(l.order, i, i+1)
+	}
+}
+
+// EndedBytes returns what the calls kept of the sessions forgotten hold
+// (those of live sessions are in their SessionBytes). It takes time in
+// the number of sessions kept: for stats, not for every call.
+func (l *Learner) EndedBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for s, b := range l.kept {
+		if !l.live[s] {
+			n += b
+		}
+	}
+	return n
+}
+
+// KeptBytes returns what the calls kept for mining hold, as MaxBytes
+// counts it.
+func (l *Learner) KeptBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
 }
 
 // Start returns the current pool's predictions of a session's first call.
@@ -161,7 +227,8 @@ func (l *Learner) Relearn() (int, error) {
 	l.dirty = false
 	var sessions []trace.Session
 	for _, id := range l.order {
-		sessions = append(sessions, trace.Session{ID: id, Events: slices.Clip(l.log[id])})
+		// A copy: keep drops calls in place while this one is mined.
+		sessions = append(sessions, trace.Session{ID: id, Events: slices.Clone(l.log[id])})
 	}
 	base := l.cur.Load().Snapshot()
 	l.mu.Unlock()
@@ -230,6 +297,14 @@ func (l *Learner) Checkpoint(path string) error {
 	return l.cur.Load().Snapshot().Save(path)
 }
 
-// SessionBytes is what the served patterns keep for the session
-// (Online.SessionBytes).
-func (l *Learner) SessionBytes(session string) int64 { return l.cur.Load().SessionBytes(session) }
+// SessionBytes is what the Learner keeps for the session: the served
+// patterns' state (Online.SessionBytes) and the session's calls kept for
+// mining, so that the engine counts both in its memory budget while the
+// session lives. (A session's kept calls outlive it, for mining, within
+// MaxBytes.)
+func (l *Learner) SessionBytes(session string) int64 {
+	l.mu.Lock()
+	kept := l.kept[session]
+	l.mu.Unlock()
+	return l.cur.Load().SessionBytes(session) + kept
+}

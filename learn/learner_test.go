@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -194,4 +196,79 @@ func TestPredictorRelearnEvery(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLearnerKeptBounded checks the bounds of the calls a Learner keeps
+// for mining (issue 23): one session of 400 calls with 1 MiB outputs, and
+// 4,000 sessions of 64 KiB answers, keep at most MaxBytes, one session at
+// most MaxSessionBytes, and what the engine is told the session holds
+// (SessionBytes) counts the session's kept calls. The old Learner never
+// trimmed the only session in progress: 400 MiB kept.
+func TestLearnerKeptBounded(t *testing.T) {
+	const maxBytes = 8 << 20
+	for _, tc := range []struct {
+		name           string
+		sessions, each int
+		size           int
+	}{
+		{"one session of 1 MiB outputs", 1, 400, 1 << 20},
+		{"4000 sessions of 64 KiB answers", 4000, 1, 64 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewLearner(EmptyPool(), &LearnerOptions{MaxBytes: maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := strings.Repeat("x", tc.size)
+			var peak int64
+			for s := range tc.sessions {
+				id := fmt.Sprint("s", s)
+				for i := range tc.each {
+					l.Observe(ev(id, i, "read", fmt.Sprintf(`{"i":%d}`, i), out))
+					if n := l.KeptBytes(); n > peak {
+						peak = n
+					}
+					if n := l.SessionBytes(id); n > maxBytes/4+int64(tc.size)*8 {
+						t.Fatalf("SessionBytes(%s) = %d after %d calls, want at most the session's share %d and the window", id, n, i+1, maxBytes/4)
+					}
+				}
+			}
+			if peak > maxBytes {
+				t.Errorf("kept up to %d bytes, want at most MaxBytes %d", peak, maxBytes)
+			}
+			last := fmt.Sprint("s", tc.sessions-1)
+			if l.SessionBytes(last) < int64(tc.size) {
+				t.Errorf("SessionBytes(%s) = %d, want its kept calls (at least %d) counted", last, l.SessionBytes(last), tc.size)
+			}
+		})
+	}
+}
+
+// TestLearnerKeptHeap checks the bound where it matters, in the heap: 400
+// distinct 1 MiB outputs through a Learner with MaxBytes 8 MiB leave at
+// most 2 × MaxBytes and a few outputs of the predictor's window in use
+// (the old Learner held all 400 MiB).
+func TestLearnerKeptHeap(t *testing.T) {
+	const maxBytes = 8 << 20
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	l, err := NewLearner(EmptyPool(), &LearnerOptions{MaxBytes: maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		out := make([]byte, 1<<20)
+		out[0] = byte(i)
+		l.Observe(ev("s", i, "read", fmt.Sprintf(`{"i":%d}`, i), string(out)))
+	}
+	grown := int64(heap()) - int64(before)
+	if limit := int64(2*maxBytes + 16<<20); grown > limit {
+		t.Errorf("heap grew %d MiB with the Learner's calls kept, want at most %d MiB", grown>>20, limit>>20)
+	}
+	runtime.KeepAlive(l)
 }

@@ -186,6 +186,25 @@ func (p *Predictor) Forget(session string) {
 // say (the engine counts it in its memory budget).
 func (p *Predictor) SessionBytes(session string) int64 { return p.joined.SessionBytes(session) }
 
+// EndedBytes is what the calls kept for mining of sessions already
+// forgotten hold (Learner.EndedBytes; 0 without Learn): what no live
+// session's SessionBytes counts.
+func (p *Predictor) EndedBytes() int64 {
+	if p.learner == nil {
+		return 0
+	}
+	return p.learner.EndedBytes()
+}
+
+// KeptBytes is what the calls kept for mining hold (Learner.KeptBytes; 0
+// without Learn).
+func (p *Predictor) KeptBytes() int64 {
+	if p.learner == nil {
+		return 0
+	}
+	return p.learner.KeptBytes()
+}
+
 // Patterns returns the number of patterns served.
 func (p *Predictor) Patterns() int { return p.patterns() }
 

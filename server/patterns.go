@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
@@ -17,10 +18,12 @@ const learnCalls = 20000
 // patterns are mined from the calls of this run and, when tracesDir is set,
 // from the most recent recordings there: ahead mcp serves one session per
 // process, so only the recordings show a pattern recur.
-func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, logger *slog.Logger) (*learn.Predictor, error) {
+// keepBytes (0: the Learner's default) bounds the calls kept for mining.
+func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, keepBytes int64, logger *slog.Logger) (*learn.Predictor, error) {
 	opts := &learn.Options{
 		Online:     pattern.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions},
 		Learn:      pc.Learn,
+		MaxBytes:   keepBytes,
 		Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
 		Logger: logger,
 	}
@@ -28,4 +31,35 @@ func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, logge
 		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }
 	}
 	return learn.Open(pc.Pool, opts)
+}
+
+// defaultMaxBytes is engine.Options.MaxBytes's default.
+const defaultMaxBytes = 256 << 20
+
+// learnShare splits max_bytes (0: the engine's default) between the
+// engine and the calls a Learner keeps for mining (issue 23): the Learner
+// keeps at most a quarter, the engine's budget is the rest, so that both
+// together stay within max_bytes. Without learning the engine has it all.
+func learnShare(pc *config.Patterns, maxBytes int64) (engineBytes, keepBytes int64) {
+	if pc == nil || !pc.Learn {
+		return maxBytes, 0
+	}
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxBytes
+	}
+	return maxBytes - maxBytes/4, maxBytes / 4
+}
+
+// counted is the engine as /v1/stats shows it: with the calls the Learner
+// keeps of ended sessions in SessionBytes (those of live sessions the
+// engine counts already, through SessionBytes of its predictor).
+type counted struct {
+	*engine.Engine
+	pred *learn.Predictor
+}
+
+func (c counted) Stats() engine.Stats {
+	st := c.Engine.Stats()
+	st.SessionBytes += c.pred.EndedBytes()
+	return st
 }

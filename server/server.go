@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	}()
 
 	mux := http.NewServeMux()
-	api := httpapi.New(st.eng, &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger})
+	api := httpapi.New(st.statsEngine(), &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger})
 	mux.Handle("/", api)
 	if cfg.LLM != nil {
 		gw, err := newGateway(cfg.LLM, st.eng, st.linker, logger)

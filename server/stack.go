@@ -17,6 +17,7 @@ import (
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/gateway"
+	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/predict"
@@ -85,7 +86,8 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		if cfg.Traces != nil {
 			dir = cfg.Traces.Dir
 		}
-		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, logger); err != nil {
+		_, keep := learnShare(cfg.Patterns, cfg.Engine.MaxBytes)
+		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, keep, logger); err != nil {
 			return nil, err
 		}
 		p := st.predictor
@@ -106,6 +108,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	}
 
 	eo := cfg.Engine.Options()
+	eo.MaxBytes, _ = learnShare(cfg.Patterns, cfg.Engine.MaxBytes)
 	eo.Backends = st.backends
 	// One router for every kind of backend, so that the configuration's
 	// lists win, MCP upstreams come next and the catch-all backend last,
@@ -153,6 +156,15 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	}
 	st.eng = engine.New(eo)
 	return st, nil
+}
+
+// statsEngine is the engine as the HTTP API serves it: /v1/stats counts
+// the calls the Learner keeps for mining too.
+func (st *Stack) statsEngine() httpapi.Engine {
+	if st.predictor == nil {
+		return st.eng
+	}
+	return counted{st.eng, st.predictor}
 }
 
 // Engine returns the stack's engine, for the fronts to call.
