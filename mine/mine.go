@@ -317,7 +317,7 @@ func (m *miner) discover() {
 						// signature: only a list of every such event reaches it.
 						kept := out[:from]
 						for _, rc := range out[from:] {
-							if rc.list != "" {
+							if rc.isList() {
 								kept = append(kept, rc)
 							}
 						}

@@ -213,7 +213,10 @@ func (m *miner) exactPatterns(c minedContext, ctx []pattern.Signature, tool stri
 			hits += h
 		}
 		weak := pt.P < o.MinConfidence && (ratio(pt.ToolHits, pt.Support) < o.MinConfidence || 10*hits < 3*pt.ToolHits)
-		if pt.Support < o.MinSupport || pt.Hits[0] < 2 || weak {
+		// A list pattern's calls are its elements in any order (an agent
+		// reads the files of a listing it chooses, not the first one):
+		// its hits at every rank count.
+		if pt.Support < o.MinSupport || (pt.List == nil && pt.Hits[0] < 2) || hits < 2 || weak {
 			continue
 		}
 		out = append(out, pt)
@@ -374,7 +377,7 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 				keys[n] = rawKey{sig: src, body: rc.body}
 				n++
 			}
-			if rc.list != "" {
+			if rc.isList() {
 				keys[n] = rawKey{sig: src, ctx: everyRef, body: rc.body}
 				n++
 			}
@@ -463,6 +466,12 @@ func complexity(ac *argCand) int {
 	if ac.m.Prefix != "" || ac.m.Suffix != "" {
 		n += 2
 	}
+	if ac.m.Base != nil {
+		n += 2
+	}
+	if ac.list != nil && ac.list.Lines {
+		n++
+	}
 	if ac.m.From != nil && ac.m.From.Sig != nil {
 		n++
 	}
@@ -486,9 +495,12 @@ type rawKey struct {
 // shaped.
 func bodyKey(rc *rawCand) string {
 	var b strings.Builder
-	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix} {
+	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix, rc.basePart, rc.basePath} {
 		b.WriteString(f)
 		b.WriteByte(0)
+	}
+	if rc.lines {
+		b.WriteString("lines\x00")
 	}
 	if rc.sel != nil {
 		b.WriteString(strconv.Itoa(rc.sel.Line))
@@ -523,13 +535,16 @@ const everyRef = -1
 
 func candFromRaw(rc *rawCand, r pattern.Ref) *argCand {
 	mp := pattern.Mapping{Arg: rc.arg, Part: rc.part, Path: rc.path, Text: rc.sel, Norm: rc.norm, Prefix: rc.prefix, Suffix: rc.suffix}
+	if rc.basePart != "" {
+		mp.Base = &pattern.Base{Part: rc.basePart, Path: rc.basePath}
+	}
 	ac := &argCand{}
-	if rc.list != "" {
+	if rc.isList() {
 		every := r.Ctx == everyRef
 		if every {
 			r.Ctx = 0
 		}
-		ac.list = &pattern.ListSource{From: r, Part: rc.part, Path: rc.list, Every: every}
+		ac.list = &pattern.ListSource{From: r, Part: rc.part, Path: rc.list, Every: every, Lines: rc.lines}
 		mp.Part = pattern.PartItem
 	} else {
 		mp.From = &r

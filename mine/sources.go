@@ -209,7 +209,39 @@ type rawCand struct {
 	norm   string
 	prefix string
 	suffix string
-	body   int32 // the number of bodyKey(this) in the miner
+	// lines: the list is the lines of the text at list (see
+	// pattern.ListSource.Lines); list may then be "".
+	lines bool
+	// basePart and basePath, when set, name the first part of a value of
+	// two sources, in the same event (pattern.Base).
+	basePart, basePath string
+	body               int32 // the number of bodyKey(this) in the miner
+}
+
+func (rc *rawCand) isList() bool { return rc.list != "" || rc.lines }
+
+// findBase finds the longest start of prefix that is a whole string value
+// of the event (x, its index) and ends where a separator or the prefix
+// does: the first source of a value of two sources. It returns where the
+// start was found and the constant after it.
+func findBase(x evIndex, prefix string) (loc, string, bool) {
+	for i := len(prefix); i >= 2; i-- {
+		if i < len(prefix) && !isSeparator(prefix[i]) {
+			continue
+		}
+		for _, l := range x[rawjson.Quoted(prefix[:i])] {
+			if l.sel == nil && l.norm == "" && (l.part == pattern.PartArgs || l.path != "") {
+				return l, prefix[i:], true
+			}
+		}
+	}
+	return loc{}, "", false
+}
+
+// isSeparator reports whether c separates the parts of a path, URL or
+// name: not a letter, digit or non-ASCII byte.
+func isSeparator(c byte) bool {
+	return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80)
 }
 
 // maxTemplateLen bounds the values searched for templates: a long value
@@ -221,6 +253,7 @@ const maxTemplateLen = 256
 func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, recent bool) []rawCand {
 	add := func(l loc, prefix, suffix string) {
 		c := rawCand{arg: arg, back: back, recent: recent, part: l.part, path: l.path, sel: l.sel, norm: l.norm, prefix: prefix, suffix: suffix}
+		start := len(dst)
 		dst = append(dst, c)
 		// The value may be an element of a list: the same place in each
 		// element of an array the path steps through.
@@ -230,6 +263,29 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 				c2 := c
 				c2.list = rawjson.Pointer(toks[:a])
 				c2.path = rawjson.Pointer(toks[a+1:])
+				dst = append(dst, c2)
+			}
+		}
+		// Or a line of a text printed one entry a line (a listing): the
+		// same token of each line.
+		if l.sel != nil && l.sel.Line >= 0 {
+			c2 := c
+			c2.list, c2.lines, c2.path, c2.sel = l.path, true, "", nil
+			if l.sel.Token != nil {
+				c2.sel = &pattern.TextSel{Token: l.sel.Token}
+			}
+			dst = append(dst, c2)
+		}
+		// The constant before the value may itself start with a value of
+		// the same event: a folder the call named before a name it
+		// listed, a base URL before an id.
+		if prefix == "" {
+			return
+		}
+		if bl, sep, ok := findBase(x, prefix); ok {
+			for i, end := start, len(dst); i < end; i++ {
+				c2 := dst[i]
+				c2.basePart, c2.basePath, c2.prefix = bl.part, bl.path, sep
 				dst = append(dst, c2)
 			}
 		}

@@ -1,7 +1,6 @@
 package pattern
 
 import (
-	"github.com/ahead-dev/ahead/internal/rawjson"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -56,15 +55,17 @@ func (c *Compiled) Eval(pos []int, h History, max int, dst []Candidate, buf []by
 // scratch that backs the values; EachValue returns it, grown.
 func (c *Compiled) EachValue(pos []int, h History, buf []byte, fn func(val []byte) bool) []byte {
 	cp := c.cp
+	var from *Payload
 	check := func(item []byte) bool {
 		var ok bool
-		buf, ok = cp.appendValue(buf[:0], &cp.args[0], pos, h, item)
+		buf, ok = cp.appendValue(buf[:0], &cp.args[0], pos, h, item, from)
 		return !ok || fn(buf)
 	}
 	if cp.list == nil {
 		check(nil)
-	} else if list, text, _, ok := cp.resolve(cp.list, pos, h, nil); ok && !text {
-		rawjson.EachElem(list, func(n int, el []byte) bool { return n < maxListScan && check(el) })
+	} else if list, text, p, ok := cp.resolve(cp.list, pos, h, nil); ok {
+		from = p
+		eachElem(cp.list, list, text, func(n int, el []byte) bool { return n < maxListScan && check(el) })
 	}
 	return buf
 }

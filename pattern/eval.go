@@ -156,7 +156,7 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	}
 	if cp.list == nil {
 		start := len(buf)
-		b, ok := cp.appendArgs(buf, pos, h, nil)
+		b, ok := cp.appendArgs(buf, pos, h, nil, nil)
 		if !ok {
 			return dst, b[:start]
 		}
@@ -165,12 +165,13 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	}
 	start := len(dst)
 	rank, scanned := 0, 0
+	var from *Payload // the event of the list being read
 	each := func(n int, el []byte) bool {
 		if scanned++; scanned > maxListScan || rank >= max {
 			return false
 		}
 		at := len(buf)
-		b, ok := cp.appendArgs(buf, pos, h, el)
+		b, ok := cp.appendArgs(buf, pos, h, el, from)
 		if !ok {
 			buf = b[:at]
 			return true
@@ -205,21 +206,22 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 				if p == nil {
 					break
 				}
-				list, ok := p.listAt(cp.list)
+				list, isText, ok := p.listAt(cp.list)
 				if !ok {
 					continue
 				}
 				if state[r] == unknown {
 					state[r] = untouched
 					var s bool
-					if s, buf = cp.started(list, pos, h, buf); s {
+					if s, buf = cp.started(list, isText, p, pos, h, buf); s {
 						state[r] = started
 					}
 				}
 				if (state[r] == started) != (pass == 0) {
 					continue
 				}
-				rawjson.EachElem(list, each)
+				from = p
+				eachElem(cp.list, list, isText, each)
 				if rank >= max || scanned > maxListScan {
 					break
 				}
@@ -227,25 +229,26 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 		}
 		return dst, buf
 	}
-	list, text, _, ok := cp.resolve(cp.list, pos, h, nil)
-	if !ok || text {
+	list, text, p, ok := cp.resolve(cp.list, pos, h, nil)
+	if !ok {
 		return dst, buf
 	}
-	rawjson.EachElem(list, each)
+	from = p
+	eachElem(cp.list, list, text, each)
 	return dst, buf
 }
 
 // started reports whether the session already made the call of one of
 // list's elements. It uses buf's spare capacity as scratch, and returns
 // it with the same length.
-func (cp *cpattern) started(list []byte, pos []int, h History, buf []byte) (bool, []byte) {
+func (cp *cpattern) started(list []byte, isText bool, from *Payload, pos []int, h History, buf []byte) (bool, []byte) {
 	found := false
 	at := len(buf)
-	rawjson.EachElem(list, func(n int, el []byte) bool {
+	eachElem(cp.list, list, isText, func(n int, el []byte) bool {
 		if n >= maxListScan {
 			return false
 		}
-		b, ok := cp.appendArgs(buf, pos, h, el)
+		b, ok := cp.appendArgs(buf, pos, h, el, from)
 		buf = b[:at]
 		if ok && h.Used(CallHash(cp.tool, b[at:])) {
 			found = true
@@ -298,8 +301,9 @@ func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val 
 	return v, false, p, ok
 }
 
-// appendArgs appends the canonical arguments object.
-func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, item []byte) ([]byte, bool) {
+// appendArgs appends the canonical arguments object. item is the current
+// list element, itemFrom the event of its list.
+func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, item []byte, itemFrom *Payload) ([]byte, bool) {
 	buf = append(buf, '{')
 	for j := range cp.args {
 		m := &cp.args[j]
@@ -309,20 +313,34 @@ func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, item []byte) ([
 		buf = append(buf, m.key...)
 		buf = append(buf, ':')
 		var ok bool
-		if buf, ok = cp.appendValue(buf, m, pos, h, item); !ok {
+		if buf, ok = cp.appendValue(buf, m, pos, h, item, itemFrom); !ok {
 			return buf, false
 		}
 	}
 	return append(buf, '}'), true
 }
 
-func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, item []byte) ([]byte, bool) {
+func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, item []byte, itemFrom *Payload) ([]byte, bool) {
 	if m.constVal != nil {
 		return append(buf, m.constVal...), true
 	}
 	raw, text, from, ok := cp.resolve(&m.src, pos, h, item)
 	if !ok || len(raw) == 0 {
 		return buf, false
+	}
+	var base string
+	if m.base != nil {
+		// The first part is read from the event the rest comes from.
+		at := from
+		if m.src.part == PartItem {
+			at = itemFrom
+		}
+		if at == nil {
+			return buf, false
+		}
+		if base, ok = at.stringAt(m.base); !ok || base == "" {
+			return buf, false
+		}
 	}
 	if !m.template {
 		if text {
@@ -365,12 +383,12 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	default:
 		return buf, false
 	}
-	return appendTemplate(buf, s, m.text, m.norm, m.prefix, m.suffix)
+	return appendTemplate(buf, s, m.text, m.norm, base, m.prefix, m.suffix)
 }
 
 // appendTemplate applies a text selection, a normalisation and a template
-// to s and appends the result as a JSON string.
-func appendTemplate(buf []byte, s string, sel *TextSel, norm, prefix, suffix string) ([]byte, bool) {
+// to s and appends the result, after base, as a JSON string.
+func appendTemplate(buf []byte, s string, sel *TextSel, norm, base, prefix, suffix string) ([]byte, bool) {
 	var ok bool
 	if sel != nil {
 		if s, ok = text.LineAt(s, sel.Line); !ok {
@@ -386,6 +404,7 @@ func appendTemplate(buf []byte, s string, sel *TextSel, norm, prefix, suffix str
 		return buf, false
 	}
 	buf = append(buf, '"')
+	buf = rawjson.AppendEscaped(buf, base)
 	buf = rawjson.AppendEscaped(buf, prefix)
 	buf = rawjson.AppendEscaped(buf, s)
 	buf = rawjson.AppendEscaped(buf, suffix)

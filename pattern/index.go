@@ -72,6 +72,7 @@ type csource struct {
 	ctx   int   // context element, counted back from the latest
 	sig   int32 // if > 0, the session's most recent event with this signature instead
 	every bool  // a list: read in every recent event with sig
+	lines bool  // a list: the lines of a text
 	part  string
 	ptr   string   // the path as a JSON pointer (memo key)
 	path  []string // the path's tokens
@@ -85,6 +86,7 @@ type cmapping struct {
 	norm     string
 	prefix   string
 	suffix   string
+	base     *csource // the first part of a value of two sources (part, ptr, path)
 	template bool
 }
 
@@ -194,6 +196,7 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 			return nil, err
 		}
 		s.every = pt.List.Every
+		s.lines = pt.List.Lines
 		if s.every {
 			x.every[s.sig] = true
 		}
@@ -210,6 +213,13 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 				return nil, err
 			}
 			cm.src = s
+		}
+		if m.Base != nil {
+			steps, ok := rawjson.ParsePointer(m.Base.Path)
+			if !ok {
+				return nil, fmt.Errorf("base: path %q is not a JSON pointer", m.Base.Path)
+			}
+			cm.base = &csource{part: m.Base.Part, ptr: m.Base.Path, path: steps}
 		}
 		cp.args = append(cp.args, cm)
 	}

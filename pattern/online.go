@@ -545,7 +545,11 @@ func (o *Online) predict(s *session, first bool) []predict.Prediction {
 				hits += 1 / float64(cd.Rank+1)
 			}
 			p := min(hits/(float64(c.Support)+o.opts.Shrink), prev)
-			prev = p
+			if p > 0 {
+				// An element never called (a listing's first entry, a
+				// folder among files) does not hold back the rest.
+				prev = p
+			}
 			addP(predKey{tool: tool, hash: cd.Hash}, cd.Args, p)
 		}
 		fired.fs = append(fired.fs, f)

@@ -84,26 +84,123 @@ func (p *Payload) Reset(ev *trace.Event) {
 func (p *Payload) OutputIsJSON() bool {
 	if p.kind == 0 {
 		p.kind = 1
-		if i := rawjson.SkipSpace(p.Output, 0); i < len(p.Output) && (p.Output[i] == '{' || p.Output[i] == '[') {
+		if i := rawjson.SkipSpace(p.Output, 0); i < len(p.Output) && (p.Output[i] == '{' || p.Output[i] == '[' && arrayStart(p.Output[i+1:])) {
 			p.kind = 2
 		}
 	}
 	return p.kind == 2
 }
 
-// listAt returns the JSON array a list source names in this event.
-func (p *Payload) listAt(s *csource) ([]byte, bool) {
+// arrayStart reports whether what follows a '[' can continue a JSON
+// array: a text such as a listing ("[FILE] notes.md", "[DIR] src") also
+// starts with one.
+func arrayStart(rest []byte) bool {
+	i := rawjson.SkipSpace(rest, 0)
+	if i == len(rest) {
+		return true // truncated: as JSON, as before
+	}
+	switch c := rest[i]; {
+	case c == '"' || c == '{' || c == '[' || c == ']' || c == '-' || c >= '0' && c <= '9':
+		return true
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if r := rest[i:]; len(r) >= len(lit) && string(r[:len(lit)]) == lit && (len(r) == len(lit) || !isLetter(r[len(lit)])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }
+
+// listAt returns the list a list source names in this event: a JSON
+// array, or for a list of lines, the text (isText: a text output read
+// whole, else a JSON string).
+func (p *Payload) listAt(s *csource) (list []byte, isText, ok bool) {
 	raw := p.Args
 	if s.part == PartOutput {
 		if !p.OutputIsJSON() {
-			return nil, false
+			if s.lines && len(s.path) == 0 && len(p.Output) > 0 {
+				return p.Output, true, true
+			}
+			return nil, false, false
 		}
 		raw = p.Output
 	}
 	if len(s.path) == 0 {
-		return raw, raw != nil
+		return raw, false, raw != nil
 	}
-	return p.lookup(s.part, raw, s.ptr, s.path)
+	v, ok := p.lookup(s.part, raw, s.ptr, s.path)
+	return v, false, ok
+}
+
+// stringAt returns the string (or the number, as written) at a source's
+// path in this event, or a text output read whole.
+func (p *Payload) stringAt(s *csource) (string, bool) {
+	raw := p.Args
+	if s.part == PartOutput {
+		if !p.OutputIsJSON() {
+			if len(s.path) == 0 && len(p.Output) > 0 {
+				return bytesString(p.Output), true
+			}
+			return "", false
+		}
+		raw = p.Output
+	}
+	v := raw
+	if len(s.path) > 0 {
+		var ok bool
+		if v, ok = p.lookup(s.part, raw, s.ptr, s.path); !ok {
+			return "", false
+		}
+	}
+	switch {
+	case len(v) == 0:
+		return "", false
+	case v[0] == '"':
+		return rawjson.Unquote(v)
+	case v[0] == '-' || (v[0] >= '0' && v[0] <= '9'):
+		return bytesString(v), true
+	}
+	return "", false
+}
+
+// eachElem calls fn with each element of a list (see listAt) until it
+// returns false: the elements of a JSON array, or the lines of a text,
+// trimmed and quoted as JSON strings, the empty ones skipped.
+func eachElem(s *csource, list []byte, isText bool, fn func(n int, el []byte) bool) {
+	if !s.lines {
+		if !isText {
+			rawjson.EachElem(list, fn)
+		}
+		return
+	}
+	var t string
+	if isText {
+		t = bytesString(list)
+	} else {
+		var ok bool
+		if len(list) == 0 || list[0] != '"' {
+			return
+		}
+		if t, ok = rawjson.Unquote(list); !ok {
+			return
+		}
+	}
+	var el []byte
+	n := 0
+	for t != "" {
+		var line string
+		line, t, _ = strings.Cut(t, "\n")
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		el = rawjson.AppendQuoted(el[:0], line)
+		if !fn(n, el) {
+			return
+		}
+		n++
+	}
 }
 
 // lookup returns the value at a path of a part, through the memo: paths

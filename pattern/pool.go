@@ -132,11 +132,17 @@ const (
 // not only the last one's. The lists the session has already called an
 // element of come first, then the others, each group the most recent
 // first: an agent finishes one list before it starts the next.
+//
+// With Lines, the value at Path is a text (a text output read whole, or a
+// JSON string) and its elements are its lines, trimmed, the empty ones
+// skipped: a listing printed one entry a line ("[FILE] notes.md"). An
+// item mapping then reads the line as a JSON string (Path "").
 type ListSource struct {
 	From  Ref    `json:"from"`
 	Part  string `json:"part"`
 	Path  string `json:"path"`
 	Every bool   `json:"every,omitempty"`
+	Lines bool   `json:"lines,omitempty"`
 }
 
 // MaxEvery bounds the events a ListSource with Every reads.
@@ -154,8 +160,9 @@ type TextSel struct {
 // read at Path (a JSON pointer, stepping into JSON documents inside
 // strings) in Part of the event From (Part "item": in the current list
 // element); then Text selects a line or token of it, Norm normalises it,
-// and the result is Prefix + value + Suffix. A mapping with none of Text,
-// Norm, Prefix, Suffix passes the JSON value through unchanged.
+// and the result is Prefix + value + Suffix, preceded by the value at Base
+// when set. A mapping with none of Text, Norm, Prefix, Suffix, Base passes
+// the JSON value through unchanged.
 type Mapping struct {
 	Arg    string          `json:"arg"`
 	Const  json.RawMessage `json:"const,omitempty"`
@@ -166,6 +173,18 @@ type Mapping struct {
 	Norm   string          `json:"norm,omitempty"`
 	Prefix string          `json:"prefix,omitempty"`
 	Suffix string          `json:"suffix,omitempty"`
+	Base   *Base           `json:"base,omitempty"`
+}
+
+// Base is the first part of a value made of two sources: a string (or
+// number) at Path in Part of the event the rest of the value is read from
+// (for an item mapping, the event of the list). A folder an agent listed
+// joined with a name the listing returned ("/work/a" + "/" + "notes.md"),
+// a base URL and an id, a repository and a path: the mapping's Prefix is
+// the constant between them.
+type Base struct {
+	Part string `json:"part"`
+	Path string `json:"path"`
 }
 
 // Norm names a normalisation applied to a selected string before it is
@@ -191,7 +210,7 @@ func (pt *Pattern) MappingKey() string {
 }
 
 func (m *Mapping) template() bool {
-	return m.Text != nil || m.Norm != "" || m.Prefix != "" || m.Suffix != ""
+	return m.Text != nil || m.Norm != "" || m.Prefix != "" || m.Suffix != "" || m.Base != nil
 }
 
 // Encode writes the pool as JSON, one pattern per line so that pools diff
@@ -456,6 +475,14 @@ func (m *Mapping) validate(pt *Pattern) error {
 	}
 	if _, ok := text.Normalize("", m.Norm); !ok {
 		return fmt.Errorf("unknown norm %q", m.Norm)
+	}
+	if b := m.Base; b != nil {
+		if b.Part != PartArgs && b.Part != PartOutput {
+			return fmt.Errorf("base: part %q (want args or output)", b.Part)
+		}
+		if _, ok := rawjson.ParsePointer(b.Path); !ok {
+			return fmt.Errorf("base: path %q is not a JSON pointer", b.Path)
+		}
 	}
 	return nil
 }

@@ -83,3 +83,21 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeBase: a value of two sources names its first part by part
+// and path; anything else is a clear error.
+func TestDecodeBase(t *testing.T) {
+	pool := func(base string) string {
+		return `{"version":1,"mined":{"max_context":4,"min_support":3,"min_confidence":0.05,"sessions":1,"calls":1},"discriminators":[],"patterns":[` +
+			`{"context":[{"tool":"ls"}],"tool":"read","exact":true,"list":{"from":{"ctx":0},"part":"output","path":"","lines":true},` +
+			`"args":[{"arg":"path","part":"item","text":{"line":0,"token":-1},"prefix":"/","base":` + base + `}],"support":3,"hits":[2],"tool_hits":3,"p":0.6}]}`
+	}
+	if _, err := Decode([]byte(pool(`{"part":"args","path":"/path"}`))); err != nil {
+		t.Errorf("a valid base: %v", err)
+	}
+	for _, bad := range []string{`{"part":"item","path":""}`, `{"part":"args","path":"x"}`} {
+		if _, err := Decode([]byte(pool(bad))); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "base") {
+			t.Errorf("base %s: error %v, want ErrInvalid naming the base", bad, err)
+		}
+	}
+}

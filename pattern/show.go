@@ -26,6 +26,9 @@ func (m *Mapping) Describe(list *ListSource) string {
 		if list.Every {
 			src = "every " + src
 		}
+		if list.Lines {
+			src = "lines of " + src
+		}
 		src = "each(" + src + ")" + m.Path
 	default:
 		src = describeSource(*m.From, m.Part, m.Path)
@@ -47,6 +50,10 @@ func (m *Mapping) Describe(list *ListSource) string {
 	if m.Suffix != "" {
 		parts = append(parts, strconv.Quote(m.Suffix))
 	}
+	if m.Base != nil {
+		// Read from the same event as the rest of the value.
+		parts = append([]string{"base " + describePart(m.Base.Part) + m.Base.Path}, parts...)
+	}
 	return m.Arg + " = " + strings.Join(parts, " + ")
 }
 
@@ -55,11 +62,14 @@ func describeSource(r Ref, part, path string) string {
 	if r.Sig != nil {
 		ev = r.Sig.String()
 	}
-	p := "out"
+	return describePart(part) + "(" + ev + ")" + path
+}
+
+func describePart(part string) string {
 	if part == PartArgs {
-		p = "args"
+		return "args"
 	}
-	return p + "(" + ev + ")" + path
+	return "out"
 }
 
 // Describe formats the pattern as "context → tool(arg = source, ...)".
