@@ -104,6 +104,10 @@ type argCand struct {
 	values  int // distinct values matched, up to 2
 	first   string
 	order   int
+	// sessions counts the sessions of the calls it reproduced (lastSess
+	// the last one counted).
+	sessions int
+	lastSess int32
 }
 
 // maxArgCands bounds the mappings validated per argument.
@@ -137,8 +141,12 @@ func (m *miner) exactPatterns(c minedContext, ctx []pattern.Signature, tool stri
 		// reproduced a single value is a constant in disguise (a token
 		// that happened to sit in a template), and the constant candidate
 		// says it better.
+		// Nor may its constant frame be one session's (a folder of its
+		// own before the names it listed): a frame is a constant, and
+		// constants must be seen in more than one session.
 		cands = slices.DeleteFunc(cands, func(ac *argCand) bool {
-			return ac.matches == 0 || (ac.m.Const == nil && ac.values < 2)
+			frame := ac.m.Prefix != "" || ac.m.Suffix != ""
+			return ac.matches == 0 || (ac.m.Const == nil && ac.values < 2) || (frame && ac.sessions < minConstSessions)
 		})
 		slices.SortStableFunc(cands, func(a, b *argCand) int {
 			if a.matches != b.matches {

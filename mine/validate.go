@@ -104,6 +104,10 @@ func (m *miner) validateArg(c minedContext, tool, arg string, ac *argCand) {
 		}
 		if matched {
 			ac.matches++
+			if se := t.sess; ac.sessions == 0 || se != ac.lastSess {
+				ac.sessions++
+				ac.lastSess = se
+			}
 			if ac.values < 2 {
 				switch {
 				case ac.values == 0:

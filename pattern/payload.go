@@ -80,38 +80,16 @@ func (p *Payload) Reset(ev *trace.Event) {
 }
 
 // OutputIsJSON reports whether the output is a JSON document (an object or
-// an array), as opposed to text.
+// an array), as opposed to text (which may start with '[': a listing).
 func (p *Payload) OutputIsJSON() bool {
 	if p.kind == 0 {
 		p.kind = 1
-		if i := rawjson.SkipSpace(p.Output, 0); i < len(p.Output) && (p.Output[i] == '{' || p.Output[i] == '[' && arrayStart(p.Output[i+1:])) {
+		if i := rawjson.SkipSpace(p.Output, 0); i < len(p.Output) && rawjson.StartsDocument(p.Output[i:]) {
 			p.kind = 2
 		}
 	}
 	return p.kind == 2
 }
-
-// arrayStart reports whether what follows a '[' can continue a JSON
-// array: a text such as a listing ("[FILE] notes.md", "[DIR] src") also
-// starts with one.
-func arrayStart(rest []byte) bool {
-	i := rawjson.SkipSpace(rest, 0)
-	if i == len(rest) {
-		return true // truncated: as JSON, as before
-	}
-	switch c := rest[i]; {
-	case c == '"' || c == '{' || c == '[' || c == ']' || c == '-' || c >= '0' && c <= '9':
-		return true
-	}
-	for _, lit := range []string{"true", "false", "null"} {
-		if r := rest[i:]; len(r) >= len(lit) && string(r[:len(lit)]) == lit && (len(r) == len(lit) || !isLetter(r[len(lit)])) {
-			return true
-		}
-	}
-	return false
-}
-
-func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }
 
 // listAt returns the list a list source names in this event: a JSON
 // array, or for a list of lines, the text (isText: a text output read

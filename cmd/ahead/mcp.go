@@ -33,6 +33,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	policyFile := fs.String("policy", "", "speculation policy YAML `file` (overrides the config's); none: deny all, except what --trust-annotations allows")
 	tracesDir := fs.String("traces", "", "record every call to JSONL traces in `dir`")
 	failOnLoss := fs.Bool("traces-fail-on-loss", false, "exit 1 at the end if any trace record could not be written (a full disk; the loss is reported either way)")
+	recentDir := fs.String("recent", "", "with a pool that learns and no --traces: keep the recent sessions in `dir` (files 0600, at most 64 MiB) so that the next process keeps learning from them; default: the pool file's name + .recent; none: keep nothing")
 	trust := fs.Bool("trust-annotations", false, "let the upstreams' tool annotations feed the default policy: readOnlyHint tools that are not open-world speculate, the rest never")
 	logLevel := fs.String("log-level", "", fmt.Sprintf(logLevelUsage, "warn"))
 	quiet := fs.Bool("quiet", false, "no summary on stderr at exit")
@@ -91,6 +92,17 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		// As the config's short form: learn, into the file itself.
 		patterns = &config.Patterns{Pool: *patternsFile, Learn: true, Checkpoint: *patternsFile, CheckpointEvery: config.DefaultCheckpointEvery}
 	}
+	switch {
+	case *recentDir != "" && *tracesDir != "":
+		return usageErr("--recent and --traces: give one (with --traces the recordings are what the pool learns from)")
+	case patterns != nil && patterns.Learn && traces == nil && *recentDir != none:
+		// Each ahead mcp process serves one agent session: without the
+		// sessions before it, the pool could only learn what recurs within
+		// one (issue 24). They are the user's logs, kept bounded beside
+		// the pool.
+		dir := cmp.Or(*recentDir, patterns.Checkpoint+".recent")
+		traces = &config.Traces{Dir: dir, Prefix: "mcp", MaxFileBytes: recentFileBytes, MaxFiles: recentFiles}
+	}
 	if len(ups) == 0 {
 		return usageErr("no MCP server: give one after -- (ahead mcp -- npx -y SERVER ...) or in --config")
 	}
@@ -111,6 +123,16 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	return server.ServeMCP(ctx, cfg, e.stdin, e.stdout, opts)
 }
+
+// The bound on the recent sessions kept beside a pool (ahead mcp
+// --recent): recentFiles files of at most recentFileBytes, the oldest
+// deleted first. Each process starts a file of its own, so the folder keeps
+// the last recentFiles sessions (fewer if they are large); relearning reads
+// at most the last 20,000 calls of them.
+const (
+	recentFileBytes = 4 << 20
+	recentFiles     = 16
+)
 
 // commandUpstream is the upstream given on the command line (ahead mcp,
 // ahead init).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +149,144 @@ func TestMCPPatternsNone(t *testing.T) {
 	})
 	if code != 0 || strings.Contains(stderr, "ahead: 1 tool call") {
 		t.Errorf("exit %d (want 0), and --quiet prints no summary:\n%s", code, stderr)
+	}
+}
+
+// TestMCPLearnsListedReads is issue 24's target: ahead mcp in front of the
+// real filesystem server, an empty pool, one process per session, each
+// session in a folder of its own with files of new names: it lists the
+// folder and reads each file listed. The path read is the folder the agent
+// named joined with a name the listing returned (a value of two sources),
+// and each process learns from the sessions before it, recorded in
+// --traces or, without it, kept beside the pool (--recent's default). After
+// six sessions, at least half of the reads are served ahead.
+func TestMCPLearnsListedReads(t *testing.T) {
+	node, bin := testdeps(t)
+	server := filepath.Join(bin, "mcp-server-filesystem")
+	for _, mode := range []string{"traces", "pool alone"} {
+		t.Run(mode, func(t *testing.T) {
+			root, state := t.TempDir(), t.TempDir()
+			pool := filepath.Join(state, "pool.json")
+			args := []string{"--trust-annotations", "--patterns", pool}
+			if mode == "traces" {
+				args = append(args, "--traces", filepath.Join(state, "traces"))
+			}
+			args = append(args, "--", node, server, root)
+			words := []string{"notes", "plan", "draft", "budget", "todo", "ideas", "log", "report", "summary", "memo"}
+			served, reads := 0, 0
+			for i := range 7 {
+				dir := filepath.Join(root, fmt.Sprintf("task%d", i))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				files := map[string]string{}
+				for j := range 3 {
+					files[fmt.Sprintf("%s-%d-%d.md", words[(i+j)%len(words)], i, j)] = fmt.Sprintf("file %d of task %d\n", j, i)
+				}
+				writeFiles(t, dir, files)
+				code, stderr := runMCPSession(t, args, func(cs *mcp.ClientSession) {
+					listing, _ := callSource(t, cs, "list_directory", map[string]any{"path": dir})
+					var names []string
+					for line := range strings.Lines(listing) {
+						if name, ok := strings.CutPrefix(strings.TrimSpace(line), "[FILE] "); ok {
+							names = append(names, name)
+						}
+					}
+					if i%2 == 0 {
+						// Not always in the listing's order: what is read
+						// is each listed name, not line 1 then line 2.
+						slices.Reverse(names)
+					}
+					for _, name := range names {
+						text, src := callSource(t, cs, "read_text_file", map[string]any{"path": dir + "/" + name})
+						if text != files[name] {
+							t.Errorf("session %d: read %s = %q, want %q", i, name, text, files[name])
+						}
+						if i == 6 {
+							reads++
+							if src == "reused" || src == "promoted" {
+								served++
+							}
+						}
+					}
+				})
+				if code != 0 {
+					t.Fatalf("session %d: ahead mcp exited %d:\n%s", i, code, stderr)
+				}
+			}
+			if reads != 3 || 2*served < reads {
+				t.Errorf("session 7: %d of %d reads served ahead, want at least half", served, reads)
+			}
+			if mode == "pool alone" {
+				recent := pool + ".recent"
+				entries, err := os.ReadDir(recent)
+				if err != nil || len(entries) == 0 {
+					t.Fatalf("nothing kept beside the pool in %s: %v", recent, err)
+				}
+				for _, e := range entries {
+					if info, err := e.Info(); err != nil || info.Mode().Perm() != 0o600 {
+						t.Errorf("%s: mode %v (err %v), want 0600", e.Name(), info.Mode().Perm(), err)
+					}
+				}
+			}
+			p, err := pattern.Load(pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := os.ReadFile(pool)
+			for _, s := range []string{root, "task", "notes"} {
+				if strings.Contains(string(data), s) {
+					t.Errorf("the pool holds %q, a value of the sessions", s)
+				}
+			}
+			if t.Failed() {
+				for _, pt := range p.Patterns {
+					t.Logf("pool: %s p=%.2f hits=%v", pt.Describe(), pt.P, pt.Hits)
+				}
+			}
+		})
+	}
+}
+
+// TestMCPRecentFlag: with a pool that learns and no --traces, the session
+// is kept beside the pool (in POOL.recent, or in --recent's folder);
+// --recent none keeps nothing; --recent with --traces is a usage error.
+func TestMCPRecentFlag(t *testing.T) {
+	upstream, _ := fakeMCP(t)
+	list := func(cs *mcp.ClientSession) { callSource(t, cs, "list_directory", map[string]any{"path": "/x"}) }
+	files := func(dir string) int {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return 0
+		}
+		return len(entries)
+	}
+	state := t.TempDir()
+	pool := filepath.Join(state, "pool.json")
+	elsewhere := filepath.Join(state, "elsewhere")
+	for _, tt := range []struct {
+		flags      []string
+		dir        string
+		want, code int
+	}{
+		{nil, pool + ".recent", 1, 0},
+		{[]string{"--recent", elsewhere}, elsewhere, 1, 0},
+		{[]string{"--recent", "none"}, pool + ".recent", 1, 0}, // the first run's file, no new one
+		{[]string{"--recent", elsewhere, "--traces", filepath.Join(state, "traces")}, elsewhere, 1, 2},
+	} {
+		args := append(append([]string{"--quiet", "--patterns", pool}, tt.flags...), "--")
+		if tt.code != 0 {
+			var stderr syncBuffer
+			if code := run(t.Context(), &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}, append(append([]string{"mcp"}, args...), upstream...)); code != tt.code {
+				t.Errorf("%v: exit %d, want %d:\n%s", tt.flags, code, tt.code, stderr.String())
+			}
+			continue
+		}
+		if code, stderr := runMCPSession(t, append(args, upstream...), list); code != 0 {
+			t.Fatalf("%v: exit %d:\n%s", tt.flags, code, stderr)
+		}
+		if got := files(tt.dir); got != tt.want {
+			t.Errorf("%v: %d files in %s, want %d", tt.flags, got, tt.dir, tt.want)
+		}
 	}
 }

@@ -354,10 +354,45 @@ func Embedded(v []byte) ([]byte, bool) {
 		return nil, false
 	}
 	t := strings.TrimSpace(s)
-	if t == "" || (t[0] != '{' && t[0] != '[') {
+	if !StartsDocument(t) {
 		return nil, false
 	}
 	return []byte(t), true
+}
+
+// StartsDocument reports whether s (trimmed) starts like a JSON object or
+// array. A text can start with '[' too (a listing: "[FILE] notes.md",
+// "[DIR] src"), so an array must go on with the start of a value (or be
+// cut short there).
+func StartsDocument[T string | []byte](s T) bool {
+	if len(s) == 0 || (s[0] != '{' && s[0] != '[') {
+		return false
+	}
+	if s[0] == '{' {
+		return true
+	}
+	i := 1
+	for i < len(s) && IsSpace(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return true
+	}
+	switch c := s[i]; {
+	case c == '"' || c == '{' || c == '[' || c == ']' || c == '-' || c >= '0' && c <= '9':
+		return true
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		r := string(s[i:min(len(s), i+len(lit)+1)])
+		if strings.HasPrefix(r, lit) && (len(r) == len(lit) || !isWordByte(r[len(lit)])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // Lookup follows path (decoded JSON-pointer tokens) from data. A token
