@@ -8,7 +8,6 @@ import (
 
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -55,7 +54,7 @@ func TestMineJoined(t *testing.T) {
 		}
 	}
 
-	o, err := predict.NewOnline(pool, nil)
+	o, err := pattern.NewOnline(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
