@@ -25,6 +25,7 @@ type loc struct {
 	arrays []int
 	sel    *pattern.TextSel // a line or token of the (text) value at path
 	norm   string           // the normalisation that produced the key
+	ntok   int              // with a token of a line: the tokens of the line
 }
 
 // evIndex maps the canonical JSON of values found in one event to their
@@ -171,6 +172,7 @@ func indexText(x evIndex, base loc, s string) {
 			for _, ti := range []int{t, t - len(spans)} {
 				l := base
 				l.sel = &pattern.TextSel{Line: sel.Line, Token: &ti}
+				l.ntok = len(spans)
 				x.add(rawjson.Quoted(tok), l)
 				addNorms(x, tok, l)
 			}
@@ -220,16 +222,21 @@ type rawCand struct {
 
 func (rc *rawCand) isList() bool { return rc.list != "" || rc.lines }
 
+// maxEntryTokens bounds the tokens of a line read as a list's entry.
+const maxEntryTokens = 3
+
 // findBase finds the longest start of prefix that is a whole string value
 // of the event (x, its index) and ends where a separator or the prefix
 // does: the first source of a value of two sources. It returns where the
 // start was found and the constant after it.
 func findBase(x evIndex, prefix string) (loc, string, bool) {
+	var buf [128]byte
 	for i := len(prefix); i >= 2; i-- {
 		if i < len(prefix) && !isSeparator(prefix[i]) {
 			continue
 		}
-		for _, l := range x[rawjson.Quoted(prefix[:i])] {
+		key := rawjson.AppendQuoted(buf[:0], prefix[:i])
+		for _, l := range x[string(key)] {
 			if l.sel == nil && l.norm == "" && (l.part == pattern.PartArgs || l.path != "") {
 				return l, prefix[i:], true
 			}
@@ -267,8 +274,11 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 			}
 		}
 		// Or a line of a text printed one entry a line (a listing): the
-		// same token of each line.
-		if l.sel != nil && l.sel.Line >= 0 {
+		// same token of each line. An entry is a short line (a marker and
+		// a name: "[FILE] notes.md"), read by its last token; the lines of
+		// longer texts (a shell's output) are read one by one, as before:
+		// trying every line of them costs more than it finds.
+		if l.sel != nil && l.sel.Line >= 0 && l.ntok <= maxEntryTokens && (l.sel.Token == nil || *l.sel.Token == -1) {
 			c2 := c
 			c2.list, c2.lines, c2.path, c2.sel = l.path, true, "", nil
 			if l.sel.Token != nil {

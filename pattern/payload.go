@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/ahead-dev/ahead/internal/rawjson"
+	"github.com/ahead-dev/ahead/internal/text"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -161,7 +162,9 @@ func eachElem(s *csource, list []byte, isText bool, fn func(n int, el []byte) bo
 		if len(list) == 0 || list[0] != '"' {
 			return
 		}
-		if t, ok = rawjson.Unquote(list); !ok {
+		// Only the lines a list is read to (maxListScan) are decoded:
+		// an output can be megabytes.
+		if t, ok, _ = rawjson.UnquoteLines(list, maxLineScan); !ok {
 			return
 		}
 	}
@@ -174,12 +177,17 @@ func eachElem(s *csource, list []byte, isText bool, fn func(n int, el []byte) bo
 			continue
 		}
 		el = rawjson.AppendQuoted(el[:0], line)
-		if !fn(n, el) {
+		if n >= maxLineScan || !fn(n, el) {
 			return
 		}
 		n++
 	}
 }
+
+// maxLineScan bounds the lines of a text read as a list, as far as a line
+// selector reaches (text.MaxLines): every line costs a candidate call at
+// every evaluation, and mining evaluates at every occurrence of a context.
+const maxLineScan = text.MaxLines
 
 // lookup returns the value at a path of a part, through the memo: paths
 // that share a prefix (the fields of one list element) step from the
