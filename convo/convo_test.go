@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -132,6 +133,24 @@ func TestCanary(t *testing.T) {
 	for _, secret := range []string{canary, "4242", "Zq", "Alice", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9"} {
 		if bytes.Contains(b, []byte(secret)) {
 			t.Errorf("model holds %q", secret)
+		}
+	}
+	// Issue 23: the whole pool file, patterns and all, as ahead mine
+	// writes it.
+	pool, err := mine.Mine(sessions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MineInto(pool, sessions); err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if err := pool.Encode(&file); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{canary, "4242", "Zq", "Alice", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9"} {
+		if bytes.Contains(file.Bytes(), []byte(secret)) {
+			t.Errorf("pool file holds %q", secret)
 		}
 	}
 	// No string in the model has a digit, '@', '#' or a capital, except

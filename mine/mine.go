@@ -40,6 +40,11 @@ type Options struct {
 	// from the sessions: mining new patterns for an existing pool must
 	// sign events as that pool does (see pattern.Merge).
 	Discriminators []pattern.Discriminator
+	// KeepValues keeps constants (argument values, discriminator values)
+	// the privacy rule leaves out: strings with a digit, '@', '#' or an
+	// upper-case letter (pattern.Identifying). The pool records it
+	// (pattern.Mined.KeepValues). False, the default, keeps none.
+	KeepValues bool
 }
 
 // DefaultMaxContext is the k of Options.MaxContext when none is given.
@@ -148,12 +153,18 @@ func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
 	if disc == nil {
 		disc = discoverDiscriminators(sessions, discoverOptions{})
 	}
+	if !o.KeepValues {
+		// Values the privacy rule forbids sign as Other.
+		for i := range disc {
+			disc[i].Values = slices.DeleteFunc(slices.Clone(disc[i].Values), pattern.Identifying)
+		}
+	}
 	m := &miner{o: o, disc: disc, c: pattern.NewCompiler(disc)}
 	m.flatten(sessions)
 	m.discover()
 	pool := &pattern.Pool{
 		Version:        pattern.Version,
-		Mined:          pattern.Mined{MaxContext: o.MaxContext, MinSupport: o.MinSupport, MinConfidence: o.MinConfidence, Horizon: o.Horizon, Sessions: len(sessions), Calls: len(m.events)},
+		Mined:          pattern.Mined{MaxContext: o.MaxContext, MinSupport: o.MinSupport, MinConfidence: o.MinConfidence, Horizon: o.Horizon, Sessions: len(sessions), Calls: len(m.events), KeepValues: o.KeepValues},
 		Discriminators: m.disc,
 	}
 	if pool.Discriminators == nil {
@@ -170,6 +181,7 @@ func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
 		}
 	}
 	sortPatterns(pool.Patterns)
+	pool.Scrub() // templates: what is evaluated is what is written
 	if pool.Patterns == nil {
 		pool.Patterns = []pattern.Pattern{}
 	}

@@ -438,6 +438,9 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 		if cc.sessions < minConstSessions {
 			continue
 		}
+		if !m.o.KeepValues && pattern.IdentifyingJSON(json.RawMessage(v)) {
+			continue // the privacy rule (pattern.Identifying)
+		}
 		if n := cc.calls; n > bestN || (n == bestN && v < best) {
 			best, bestN = v, n
 		}

@@ -54,6 +54,9 @@ type Mined struct {
 	Horizon  int `json:"horizon,omitempty"`
 	Sessions int `json:"sessions"`
 	Calls    int `json:"calls"`
+	// KeepValues records that the user opted in to keeping constants the
+	// privacy rule leaves out (`ahead mine --keep-values`; private.go).
+	KeepValues bool `json:"keep_values,omitempty"`
 }
 
 // Pattern is the tuple (C, T, f, p): when the session's recent signatures
@@ -214,8 +217,10 @@ func (m *Mapping) template() bool {
 }
 
 // Encode writes the pool as JSON, one pattern per line so that pools diff
-// well. Identical pools give identical bytes.
+// well. Identical pools give identical bytes. What the privacy rule
+// forbids is left out (private.go), unless Mined.KeepValues.
 func (p *Pool) Encode(w io.Writer) error {
+	p = p.private()
 	var b bytes.Buffer
 	head := *p
 	head.Version = Version

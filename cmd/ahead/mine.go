@@ -33,6 +33,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	minSup := fs.Int("min-support", 3, "σ: least occurrences of a context, a tool after it, and a mapping")
 	minConf := fs.Float64("min-confidence", 0.05, "τ: least p of a pattern kept")
 	maxCands := fs.Int("max-candidates", 8, "list elements a list pattern predicts (1..64)")
+	keepValues := fs.Bool("keep-values", false, "keep as constants strings with a digit, '@', '#' or a capital letter (ids, names, e-mail addresses the users said); recorded in the pool. Default: none are kept")
 	horizon := fs.Int("horizon", 8, fmt.Sprintf("calls after a context within which a candidate counts as called soon (1..%d)", pattern.MaxHorizon))
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -66,7 +67,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	if len(sessions) == 0 {
 		return errors.New("no sessions to mine (check the trace files and --part)")
 	}
-	opts := &mine.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon}
+	opts := &mine.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon, KeepValues: *keepValues}
 	m := progress.New(e.stderr, "ahead mine", &progress.Options{Terminal: e.isTerminal})
 	opts.Progress = func(done, total int) { m.Update("contexts", done, total) }
 	pool, err := mine.Mine(sessions, opts)
