@@ -12,8 +12,11 @@
 // its limit, and after a normal exit (so a tool cannot leave background
 // processes behind). The group is killed before the command's process is
 // reaped, so its id cannot have been reused by then. Processes that leave
-// the group on purpose (setsid) are beyond reach; a call never waits for
-// them for more than a short grace period.
+// the group on purpose (setsid, a daemon's double fork) are found on Linux
+// by a mark in their environment (AHEAD_CALL, one per call) and killed
+// too (sweep_linux.go); elsewhere, and for a process that replaced its
+// environment, they are beyond reach. A call never waits for them for more
+// than a short grace period.
 package command
 
 import (
@@ -22,9 +25,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +52,11 @@ const (
 	grace = 2 * time.Second
 )
 
+// markVar names the environment variable that marks every process a call
+// starts, and what they start in turn, with the call (see sweep): ahead's
+// pid and 64 random bits.
+const markVar = "AHEAD_CALL"
+
 // Options configure a Backend. The zero value is usable.
 type Options struct {
 	// Timeout bounds each call. Zero means DefaultTimeout; negative means
@@ -61,8 +71,8 @@ type Options struct {
 	MaxStderrBytes int
 	// Dir is the working directory; "" means ahead's.
 	Dir string
-	// Env is the environment; nil means ahead's own. AHEAD_TOOL and
-	// AHEAD_SESSION are always added, and AHEAD_SPECULATIVE=1 on
+	// Env is the environment; nil means ahead's own. AHEAD_TOOL,
+	// AHEAD_SESSION and AHEAD_CALL (the call's mark) are always added, and AHEAD_SPECULATIVE=1 on
 	// speculative executions (work no agent asked for yet).
 	Env []string
 }
@@ -156,7 +166,8 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = append(env[:len(env):len(env)], "AHEAD_TOOL="+req.Tool, "AHEAD_SESSION="+req.Session)
+	mark := strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(rand.Uint64(), 36)
+	cmd.Env = append(env[:len(env):len(env)], "AHEAD_TOOL="+req.Tool, "AHEAD_SESSION="+req.Session, markVar+"="+mark)
 	if req.Speculative {
 		cmd.Env = append(cmd.Env, "AHEAD_SPECULATIVE=1")
 	}
@@ -230,6 +241,8 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 	killGroup(cmd, pid)
 	<-exited
 	exitErr := reap(cmd, waitErr)
+	// And what left the group (setsid): it may hold the pipes.
+	sweep(mark)
 
 	ioDone := make(chan struct{})
 	go func() { pumps.Wait(); close(ioDone) }()

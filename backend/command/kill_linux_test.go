@@ -187,3 +187,45 @@ wait
 		waitGone(t, pid)
 	}
 }
+
+// Issue 23: processes that leave the call's process group on purpose
+// (setsid), one holding the output pipe and one not, are killed when the
+// call ends too, and the call does not wait for the pipe's holder.
+func TestExitKillsSetsidEscapees(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	// Each escapee writes its pid once it has left the group; the script
+	// waits for both (the second holds the output pipe).
+	b, err := New([]string{script(t, `
+setsid sh -c 'echo $$ > "$1.a"; exec sleep 1000' _ "$1" >/dev/null 2>&1 </dev/null &
+setsid sh -c 'sleep 1000 & echo "$$ $!" > "$1.b"; wait' _ "$1" &
+while [ ! -s "$1.a" ] || [ ! -s "$1.b" ]; do sleep 0.01; done
+echo $(cat "$1.a" "$1.b") > "$1"
+echo done
+`), pidFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.Call(t.Context(), backend.Request{Tool: "t"})
+	if err != nil || resp.Output != "done\n" {
+		t.Fatalf("Call = %+v, %v", resp, err)
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := readPIDs(t, bufio.NewReader(strings.NewReader(string(data))))
+	if len(pids) != 3 {
+		t.Fatalf("pids %v, want two setsid processes and a child", pids)
+	}
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+}
+
+// BenchmarkSweep is what looking for a call's escapees adds to every call
+// on Linux: one pass over /proc that finds none.
+func BenchmarkSweep(b *testing.B) {
+	for b.Loop() {
+		sweep("no-such-call")
+	}
+}
