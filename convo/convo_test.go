@@ -141,9 +141,7 @@ func TestCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := MineInto(pool, sessions); err != nil {
-		t.Fatal(err)
-	}
+	pool.Conversation = b // as learn.MineInto puts it there
 	var file bytes.Buffer
 	if err := pool.Encode(&file); err != nil {
 		t.Fatal(err)
