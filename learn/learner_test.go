@@ -23,7 +23,7 @@ func listThenRead(p interface {
 	Forget(string)
 }, session string, i int) []predict.Prediction {
 	dir := fmt.Sprintf("/home/me/project%d", i)
-	file := "notes.md" // the privacy rule keeps no constant with a capital (pattern.Identifying)
+	file := "README.md"
 	preds := p.Observe(ev(session, 0, "list_directory", fmt.Sprintf(`{"path":%q}`, dir), "[FILE] "+file+"\n[DIR] src"))
 	p.Observe(ev(session, 1, "read_text_file", fmt.Sprintf(`{"path":%q}`, dir+"/"+file), "# notes"))
 	p.Forget(session)
@@ -52,7 +52,7 @@ func TestLearnerNewPool(t *testing.T) {
 		t.Fatal("no patterns learnt")
 	}
 	// The running learner predicts now, and so does the written pool.
-	want := brief{"read_text_file", `{"path":"/home/me/project9/notes.md"}`}
+	want := brief{"read_text_file", `{"path":"/home/me/project9/README.md"}`}
 	if got := briefs(listThenRead(l, "live", 9)); len(got) == 0 || got[0] != want {
 		t.Errorf("learner after checkpoint predicted %v, want first %v", got, want)
 	}

@@ -53,7 +53,7 @@ func TestMineGolden(t *testing.T) {
 		{"path", "get_profile", nil, []pattern.Mapping{{Arg: "user_id", From: &pattern.Ref{}, Part: pattern.PartOutput, Path: "/user/id"}}},
 		{"list", "read_item", &pattern.ListSource{From: pattern.Ref{Sig: &pattern.Signature{Tool: "list_items"}}, Part: pattern.PartOutput, Path: "/items"},
 			[]pattern.Mapping{{Arg: "name", Part: pattern.PartItem, Path: "/name"}}},
-		{"template", "write_file", nil, []pattern.Mapping{{Arg: "path", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/name", Prefix: "/srv/", Suffix: "/readme.md"}}},
+		{"template", "write_file", nil, []pattern.Mapping{{Arg: "path", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/name", Prefix: "/srv/", Suffix: "/README.md"}}},
 		{"const", "configure", nil, []pattern.Mapping{
 			{Arg: "job", From: &pattern.Ref{}, Part: pattern.PartArgs, Path: "/job"},
 			{Arg: "mode", Const: json.RawMessage(`"fast"`)},

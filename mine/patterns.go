@@ -371,6 +371,11 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 			if rc.arg != arg {
 				continue
 			}
+			if !m.o.KeepValues && (pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix)) {
+				// The privacy rule (pattern.Identifying): another
+				// mapping (two sources, a list) may derive it instead.
+				continue
+			}
 			// The events the mapping may name this one by. A list read
 			// from the most recent event of a signature and from every
 			// recent one share a key: the first found stands for both.

@@ -3,15 +3,15 @@ package pattern
 import (
 	"encoding/json"
 	"slices"
-	"strings"
 	"unicode"
 )
 
 // The privacy rule (issue 23; README "Privacy"): a pool holds, as
 // constants, no string that may be something a user said or is: none with
-// a digit, '@' or '#', or an upper-case letter (order ids such as
-// "#W4689314", user ids, e-mail addresses, names). Numbers, booleans and
-// lower-case words ("economy") stay. It holds for every pool written, by
+// a digit, '@' or '#', or a capitalised word (order ids such as
+// "#W4689314", user ids, e-mail addresses, names such as "Daiki").
+// Numbers, booleans, lower-case words ("economy") and words in capitals
+// ("README", "JFK": conventions and codes, not names) stay. It holds for every pool written, by
 // whatever made it (mining, online learning, merges, checkpoints): Encode
 // leaves out what breaks it, unless the pool records that its user opted
 // in (Mined.KeepValues, `ahead mine --keep-values`). The conversation
@@ -24,11 +24,20 @@ import (
 // it with it.
 
 // Identifying reports whether s may identify a user by the privacy rule:
-// it contains a digit, '@', '#' or an upper-case letter.
+// it contains a digit, '@', '#', or a capitalised word (an upper-case
+// letter followed by a lower-case one: "Daiki", "iPhone").
 func Identifying(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool {
-		return r == '@' || r == '#' || unicode.IsDigit(r) || unicode.IsUpper(r)
-	})
+	upper := false
+	for _, r := range s {
+		switch {
+		case r == '@' || r == '#' || unicode.IsDigit(r):
+			return true
+		case upper && unicode.IsLower(r):
+			return true
+		}
+		upper = unicode.IsUpper(r)
+	}
+	return false
 }
 
 // IdentifyingJSON reports whether a JSON value holds a string (or an

@@ -9,8 +9,8 @@ import (
 
 func TestIdentifying(t *testing.T) {
 	for s, want := range map[string]bool{
-		"economy": false, "": false, "open ticket": false,
-		"#W4689314": true, "sofia_li_9219": true, "a@b.c": true, "Daiki": true, "iPhone": true, "2024-05-28": true,
+		"economy": false, "": false, "open ticket": false, "/README.md": false, "JFK": false,
+		"#W4689314": true, "sofia_li_9219": true, "a@b.c": true, "Daiki": true, "iPhone": true, "Émile": true, "2024-05-28": true,
 	} {
 		if got := Identifying(s); got != want {
 			t.Errorf("Identifying(%q) = %v, want %v", s, got, want)
@@ -18,7 +18,7 @@ func TestIdentifying(t *testing.T) {
 	}
 	for v, want := range map[string]bool{
 		`"economy"`: false, `42`: false, `true`: false, `["a",{"b":null}]`: false,
-		`["a","B"]`: true, `{"Key":1}`: true, `{"k":{"x":"#1"}}`: true, `not json`: true,
+		`["a","Bo"]`: true, `{"Key":1}`: true, `{"k":{"x":"#1"}}`: true, `not json`: true,
 	} {
 		if got := IdentifyingJSON(json.RawMessage(v)); got != want {
 			t.Errorf("IdentifyingJSON(%s) = %v, want %v", v, got, want)
