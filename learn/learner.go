@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
@@ -57,7 +58,8 @@ type Learner struct {
 	opts     LearnerOptions
 	mineOpts mine.Options
 
-	cur atomic.Pointer[pattern.Online]
+	cur  atomic.Pointer[pattern.Online]
+	conv relearnt // the conversation model, relearnt beside the patterns
 
 	mu     sync.Mutex // protects the fields below, and the swap of cur
 	log    map[string][]trace.Event
@@ -108,7 +110,23 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 		return nil, err
 	}
 	l.cur.Store(o)
+	conv, err := conversation(pool)
+	if err != nil {
+		return nil, err
+	}
+	if conv != nil {
+		l.conv.cur.Store(conv)
+	}
 	return l, nil
+}
+
+// Hear keeps a message for mining the conversation model (bounded with
+// the calls); the patterns predict nothing from it.
+func (l *Learner) Hear(msg trace.Event) []predict.Prediction {
+	l.mu.Lock()
+	l.keep(msg)
+	l.mu.Unlock()
+	return nil
 }
 
 // Observe keeps ev for mining and returns the predictions of the current
@@ -228,7 +246,15 @@ func (l *Learner) Relearn() (int, error) {
 	var sessions []trace.Session
 	for _, id := range l.order {
 		// A copy: keep drops calls in place while this one is mined.
-		sessions = append(sessions, trace.Session{ID: id, Events: slices.Clone(l.log[id])})
+		s := trace.Session{ID: id}
+		for _, ev := range l.log[id] {
+			if ev.Kind == trace.KindMessage {
+				s.Messages = append(s.Messages, ev)
+			} else {
+				s.Events = append(s.Events, ev)
+			}
+		}
+		sessions = append(sessions, s)
 	}
 	base := l.cur.Load().Snapshot()
 	l.mu.Unlock()
@@ -257,6 +283,18 @@ func (l *Learner) Relearn() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("learn: mining observed calls: %w", err)
 	}
+	// The messages heard are mined with the calls, under convo's privacy
+	// rules, as ahead mine does.
+	heard, err := MineInto(mined, sessions)
+	if err != nil {
+		return 0, fmt.Errorf("learn: %w", err)
+	}
+	var conv *convo.Predictor
+	if heard {
+		if conv, err = conversation(mined); err != nil {
+			return 0, err
+		}
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -266,8 +304,18 @@ func (l *Learner) Relearn() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if conv != nil {
+		// Swapped in beside the patterns; the live sessions are heard
+		// again so that they keep their state.
+		for id := range l.live {
+			replay(conv, l.log[id])
+		}
+		raw := mined.Conversation
+		l.conv.cur.Store(conv)
+		merged.Conversation = raw
+	}
 	added := len(merged.Patterns) - old.Len()
-	if added == 0 {
+	if added == 0 && conv == nil {
 		return 0, nil
 	}
 	o, err := pattern.NewOnline(merged, &l.opts.Online)
@@ -276,7 +324,9 @@ func (l *Learner) Relearn() (int, error) {
 	}
 	for id := range l.live {
 		for _, ev := range l.log[id] {
-			o.Warm(ev)
+			if ev.Kind != trace.KindMessage {
+				o.Warm(ev)
+			}
 		}
 	}
 	l.cur.Store(o)

@@ -125,14 +125,21 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 		}
 		part, p.patterns = on, on.Len
 	}
-	conv, err := conversation(pool)
-	if err != nil {
-		return nil, err
-	}
-	if conv != nil {
-		p.joined = predict.Join(part, conv)
-	} else {
-		p.joined = predict.Join(part)
+	switch {
+	case p.learner != nil:
+		// The Learner relearns the conversation model beside the
+		// patterns, and hears the messages to mine them.
+		p.joined = predict.Join(part, &p.learner.conv)
+	default:
+		conv, err := conversation(pool)
+		if err != nil {
+			return nil, err
+		}
+		if conv != nil {
+			p.joined = predict.Join(part, conv)
+		} else {
+			p.joined = predict.Join(part)
+		}
 	}
 	if o.Learn && o.Checkpoint != "" {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,78 @@
+package learn
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// TestLearnerRelearnsConversation is issue 24 item 1: from an empty pool,
+// the messages heard are mined with the calls when relearning, and the
+// conversation model is swapped in beside the patterns: a new session's
+// first call, whose argument only the user said, is then predicted; the
+// session in progress keeps what it heard before the swap; and the pool
+// saved carries the model, without the values heard.
+func TestLearnerRelearnsConversation(t *testing.T) {
+	p, err := New(EmptyPool(), &Options{Learn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say := func(s, text string) {
+		p.Hear(trace.Event{Kind: trace.KindMessage, Session: s, Role: trace.RoleUser, Content: text})
+	}
+	id := func(i int) string { return fmt.Sprintf("W%07d", 1000003*i%9999991) }
+	for i := range 12 {
+		s := fmt.Sprintf("s%d", i)
+		say(s, "hello, please look up my order "+id(i)+" thanks")
+		p.Observe(trace.Event{Session: s, Seq: 0, Tool: "get_order", Args: json.RawMessage(`{"order_id":"` + id(i) + `"}`), Status: trace.StatusOK, Output: `{"status":"pending"}`})
+		p.Forget(s)
+	}
+	wants := func(preds []string, v string) bool {
+		for _, q := range preds {
+			if strings.Contains(q, v) {
+				return true
+			}
+		}
+		return false
+	}
+	heard := func(s, text string) []string {
+		var out []string
+		for _, q := range p.Hear(trace.Event{Kind: trace.KindMessage, Session: s, Role: trace.RoleUser, Content: text}) {
+			out = append(out, q.Tool+string(q.Args))
+		}
+		return out
+	}
+	// Before relearning, nothing knows the conversation.
+	if got := heard("before", "hello, please look up my order "+id(50)+" thanks"); wants(got, id(50)) {
+		t.Fatalf("predicted %v before any relearning", got)
+	}
+	if _, err := p.learner.Relearn(); err != nil {
+		t.Fatal(err)
+	}
+	if got := heard("after", "hello, please look up my order "+id(51)+" thanks"); !wants(got, `get_order{"order_id":"`+id(51)+`"}`) {
+		t.Errorf("after relearning, the user's order id is not predicted: %v", got)
+	}
+	// The session that was live at the swap was heard again.
+	var again []string
+	for _, q := range p.Start("before") {
+		again = append(again, q.Tool+string(q.Args))
+	}
+	if !wants(again, id(50)) {
+		t.Errorf("the session live at the swap lost what it heard: %v", again)
+	}
+	pool := p.learner.Snapshot()
+	if len(pool.Conversation) == 0 {
+		t.Fatal("the pool saved carries no conversation model")
+	}
+	for i := range 12 {
+		if strings.Contains(string(pool.Conversation), id(i)) {
+			t.Errorf("the conversation model holds the value %s", id(i))
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
