@@ -23,7 +23,7 @@ var errInvalidValue = fmt.Errorf("%w: invalid JSON value", ErrInvalidArgs)
 // because the predictor runs it on every event: on the arguments of both
 // shared trace files (canonical, as the engine passes them) it takes 258 ns
 // and no allocation against Canonical's 519 ns and one (216 B); using
-// Canonical instead costs predict's BenchmarkObserve an allocation per
+// Canonical instead costs pattern's BenchmarkObserve an allocation per
 // event (9 -> 10) and about 0.2 us at p50.
 func CanonicalView(args []byte) ([]byte, error) {
 	if rawjson.IsCanonical(args) {

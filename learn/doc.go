@@ -5,10 +5,15 @@
 //
 // The server, ahead bench and ahead eval all serve a pool through New (or
 // Open, for a file): one assembly, so what is measured is what runs. With
-// Options.Learn a Learner keeps the authoritative calls it observes
-// (bounded by MaxCalls and MaxBytes) and mines them for the patterns the
-// pool lacks, at every checkpoint (and, for a replay, every RelearnEvery
-// ended sessions).
+// Options.Learn a Learner keeps the authoritative calls it observes and
+// mines them for the patterns the pool lacks, at every checkpoint (and,
+// for a replay, every RelearnEvery ended sessions).
+//
+// Memory: the calls kept for mining are bounded by MaxCalls and MaxBytes
+// (arguments, outputs, names and a per-call overhead), one session's by
+// MaxSessionBytes, the session in progress included; a live session's
+// kept calls are in its SessionBytes, which the engine counts in its
+// budget, and EndedBytes tells what the ended sessions' hold (issue 23).
 //
 // The serving path (engine, gateway) sees only the prediction contract of
 // package predict; this package, which imports the offline miner, is
