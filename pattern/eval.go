@@ -57,7 +57,7 @@ func (x *Index) Eval(i int32, pos []int, h History, max int, dst []Candidate) []
 	return dst
 }
 
-// EvalCache remembers the candidates Index.EvalCached computed for one
+// EvalCache remembers the candidates Index.evalCached computed for one
 // state of a History (one prediction), and holds their arguments. A
 // matched window names the same events in many contexts, and many
 // patterns differ only in their contexts: they need evaluating once. The
@@ -89,12 +89,12 @@ func (c *EvalCache) Reset() {
 	c.buf = c.buf[:0]
 }
 
-// EvalCached is Eval for predictors: it returns pattern i's candidates
+// evalCached is Eval for predictors: it returns pattern i's candidates
 // (the caller must not modify them), computing them only if c holds none
 // for the same evaluation since its last Reset. The History must not
 // change between Resets. The candidates and their Args are valid until
 // the next Reset.
-func (x *Index) EvalCached(c *EvalCache, i int32, pos []int, h History, max int) []Candidate {
+func (x *Index) evalCached(c *EvalCache, i int32, pos []int, h History, max int) []Candidate {
 	cp := x.pats[i]
 	key, ok := cp.evalKey(pos)
 	if !ok {

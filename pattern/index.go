@@ -226,10 +226,10 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 	return cp, nil
 }
 
-// History returns how many of the session's most recent events with a
+// historyOf returns how many of the session's most recent events with a
 // signature id the pool's mappings may read: MaxEvery for signatures a
 // list reads in every recent event of, else 1.
-func (x *Index) History(sig int32) int {
+func (x *Index) historyOf(sig int32) int {
 	if x.every[sig] {
 		return MaxEvery
 	}
@@ -239,9 +239,9 @@ func (x *Index) History(sig int32) int {
 // Len returns the number of patterns.
 func (x *Index) Len() int { return len(x.pats) }
 
-// MaxContext returns the longest context of the pool: the window a
+// maxContext returns the longest context of the pool: the window a
 // predictor must keep.
-func (x *Index) MaxContext() int { return x.maxCtx }
+func (x *Index) maxContext() int { return x.maxCtx }
 
 // Pattern returns pattern i as loaded (its counts are those of the pool
 // file; see Counts for the live ones). The result must not be modified.
@@ -288,25 +288,25 @@ func (x *Index) Soon(i int32, r int) (int64, bool) {
 	return cp.soon[r].Load(), true
 }
 
-// RecordSoon counts one more occurrence, among those Record counted, at
+// recordSoon counts one more occurrence, among those record counted, at
 // which pattern i's r-th candidate was called within the Horizon. Each
 // occurrence and candidate is to be counted once.
-func (x *Index) RecordSoon(i int32, r int) {
+func (x *Index) recordSoon(i int32, r int) {
 	if cp := x.pats[i]; r >= 0 && r < len(cp.soon) {
 		cp.soon[r].Add(1)
 	}
 }
 
-// Horizon returns the number of calls Soon looks ahead (0 if the pool
+// horizon returns the number of calls Soon looks ahead (0 if the pool
 // has no Soon counts).
-func (x *Index) Horizon() int { return x.mined.Horizon }
+func (x *Index) horizon() int { return x.mined.Horizon }
 
-// Record counts one more occurrence of pattern i's context (online
+// record counts one more occurrence of pattern i's context (online
 // learning). evaluated says whether its mappings could be evaluated; tool
 // whether the next call was to its tool; hit is the rank of the candidate
 // the next call was, or -1; repeat whether the session had made the
 // pattern's call already (see Pattern.Repeats).
-func (x *Index) Record(i int32, evaluated, tool bool, hit int, repeat bool) {
+func (x *Index) record(i int32, evaluated, tool bool, hit int, repeat bool) {
 	cp := x.pats[i]
 	if !evaluated {
 		cp.elseSupport.Add(1)
@@ -330,11 +330,11 @@ func (x *Index) Record(i int32, evaluated, tool bool, hit int, repeat bool) {
 	}
 }
 
-// List reports whether pattern i iterates a list.
-func (x *Index) List(i int32) bool { return x.pats[i].list != nil }
+// isList reports whether pattern i iterates a list.
+func (x *Index) isList(i int32) bool { return x.pats[i].list != nil }
 
-// Ranks returns how many candidate ranks pattern i counts.
-func (x *Index) Ranks(i int32) int { return len(x.pats[i].hits) }
+// ranks returns how many candidate ranks pattern i counts.
+func (x *Index) ranks(i int32) int { return len(x.pats[i].hits) }
 
 // Snapshot returns the pool with the live counts.
 func (x *Index) Snapshot() *Pool {

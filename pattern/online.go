@@ -99,7 +99,7 @@ func NewOnline(pool *Pool, opts *OnlineOptions) (*Online, error) {
 	} else if o.opts.Shrink < 0 {
 		o.opts.Shrink = 0
 	}
-	o.k = max(x.MaxContext()-1, 1)
+	o.k = max(x.maxContext()-1, 1)
 	if pool.Mined.MaxContext > 0 {
 		o.k = pool.Mined.MaxContext
 	}
@@ -183,7 +183,7 @@ func (o *Online) session(id string) *session {
 			o.forgetLocked(o.lru.prev) // the least recently active
 		}
 		s = &session{id: id, last: make(map[int32][]*slot), used: make(map[uint64]int), preds: make(map[predKey]int),
-			recent: make([]firings, max(o.x.Horizon(), 1))}
+			recent: make([]firings, max(o.x.horizon(), 1))}
 		o.sessions[id] = s
 	} else {
 		s.prev.next, s.next.prev = s.next, s.prev
@@ -323,9 +323,9 @@ func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
 		if isTool && ok && f.hashes != nil {
 			hit = slices.Index(f.hashes, hash)
 		}
-		o.x.Record(f.pattern, f.evaluated, isTool, hit, f.repeat)
+		o.x.record(f.pattern, f.evaluated, isTool, hit, f.repeat)
 	}
-	if !ok || o.x.Horizon() == 0 {
+	if !ok || o.x.horizon() == 0 {
 		return
 	}
 	for i := range s.recent {
@@ -338,7 +338,7 @@ func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
 			for r, h := range f.hashes {
 				if h == hash && f.credited&(1<<r) == 0 {
 					f.credited |= 1 << r
-					o.x.RecordSoon(f.pattern, r)
+					o.x.recordSoon(f.pattern, r)
 				}
 			}
 		}
@@ -381,7 +381,7 @@ func (o *Online) push(s *session, ev trace.Event) {
 	sl.refs++
 	if sl.sig != UnknownSig {
 		l := s.last[sl.sig]
-		if len(l) >= o.x.History(sl.sig) {
+		if len(l) >= o.x.historyOf(sl.sig) {
 			s.release(l[0])
 			copy(l, l[1:])
 			l = l[:len(l)-1]
@@ -487,7 +487,7 @@ func (o *Online) predict(s *session, first bool) []predict.Prediction {
 		}
 		// Lazy evaluation: only now are the matched events' payloads read,
 		// and only at the paths this pattern's mappings name.
-		cands := o.x.EvalCached(&s.evals, pi, pos, h, o.x.Ranks(pi))
+		cands := o.x.evalCached(&s.evals, pi, pos, h, o.x.ranks(pi))
 		if len(cands) == 0 {
 			add(predKey{tool: tool}, nil, float64(c.ElseHits), c.ElseSupport)
 			fired.fs = append(fired.fs, firing{pattern: pi})
@@ -499,7 +499,7 @@ func (o *Online) predict(s *session, first bool) []predict.Prediction {
 		start := len(fired.hashes)
 		fired.hashes = append(fired.hashes, make([]uint64, len(cands))...)
 		f := firing{pattern: pi, evaluated: true, hashes: fired.hashes[start:len(fired.hashes):len(fired.hashes)]}
-		if !o.x.List(pi) {
+		if !o.x.isList(pi) {
 			// One call: its p is split by whether the session made it
 			// already, each side pulled towards the pattern's p by one
 			// pseudo-occurrence, so that a split the traces rarely saw
