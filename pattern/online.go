@@ -123,7 +123,7 @@ type session struct {
 	ring []*slot
 	head int
 	// last holds the most recent events of each signature, the oldest
-	// first: as many as the pool may read (Index.History), so a session
+	// first: as many as the pool may read (Index.historyOf), so a session
 	// keeps at most k + Σ History(sig) events, whatever its length.
 	last map[int32][]*slot
 	// used holds the calls made (CallHash), the oldest dropped first.
