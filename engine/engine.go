@@ -76,6 +76,21 @@ type Linker interface {
 	Link(session string, key callkey.Key) (from string, ok bool)
 }
 
+// Fleet shares an engine's writes with the other replicas of a fleet
+// (package fleet). Announce publishes a write on a backend whose state is
+// shared, with what it may change; the engine calls it before it forwards
+// the write and again when the write has completed, and forwards the write
+// whatever it returns (an announcement that failed is the fleet's to make
+// late). Fence returns nil once the replica has applied every write other
+// replicas announced before it was called; the engine calls it before it
+// hands over a speculative result that other sessions' writes can reach,
+// and serves the call as a miss when it fails. The fleet applies the writes
+// of others through Engine.Invalidate.
+type Fleet interface {
+	Announce(ctx context.Context, backend string, ef policy.Effect) error
+	Fence(ctx context.Context, backend string) error
+}
+
 // Backend is a backend with its capacity, as configured.
 type Backend struct {
 	Backend backend.Backend
@@ -118,6 +133,9 @@ type Options struct {
 	// other session (a call complete in the model's stream) serves it.
 	// Nil links nothing.
 	Linker Linker
+	// Fleet, if set, announces this engine's writes to other replicas
+	// and fences before reuse (see Fleet); nil means a replica alone.
+	Fleet Fleet
 	// Registerer receives the Prometheus metrics; nil means none.
 	Registerer prometheus.Registerer
 	// TracerProvider receives OpenTelemetry spans: "ahead.call" for each
@@ -476,6 +494,23 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		e.mu.Unlock()
 		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
 	}
+	fenced := true
+	if fbackend, ok := e.fenceWantedLocked(s, key, rule); ok {
+		// A speculative result other replicas' writes can reach: first
+		// apply every write announced before this call (fleet.go).
+		e.mu.Unlock()
+		ferr := e.opts.Fleet.Fence(ctx, fbackend)
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return Result{}, ErrClosed
+		}
+		s = e.sessionLocked(s.id, arrive)
+		fenced = ferr == nil
+		if !fenced {
+			e.totals.Unfenced++
+		}
+	}
 	if e.opts.Amplification > 0 {
 		e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
 	}
@@ -487,8 +522,19 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	if !rule.IsReadOnly() {
 		e.invalidateLocked(s, bname, ef)
 	}
-	en := e.claimLocked(s, key, rule, arrive)
+	var en *entry
+	if _, unfenced := e.fenceWantedLocked(s, key, rule); fenced || !unfenced {
+		en = e.claimLocked(s, key, rule, arrive)
+	}
 	e.unlock()
+	announce := !rule.IsReadOnly() && e.opts.Fleet != nil && !e.perSession[bname]
+	if announce {
+		// Before the write reaches the backend, every replica may learn of
+		// it; one that cannot be announced in time is forwarded anyway.
+		if aerr := e.opts.Fleet.Announce(ctx, bname, ef); aerr != nil && e.debug {
+			e.opts.Logger.Debug("announcing a write", "session", sessionID, "tool", tool, "err", aerr)
+		}
+	}
 
 	call := &authCall{
 		e: e, s: s, tool: tool, key: key, args: canon, rule: rule, effect: ef,
@@ -500,6 +546,13 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	}
 	res, err := call.serve(ctx, b, en)
 	call.finish(res, err)
+	if announce && e.disabled&ruleCompletion == 0 {
+		// Again once it completed, as for this engine's own sessions
+		// (call.finish): what other replicas speculated while it ran may
+		// have read the old state. Done before the agent has the result,
+		// so that a call it makes next on any replica is fenced after it.
+		_ = e.opts.Fleet.Announce(ctx, bname, ef)
+	}
 	if span != nil {
 		endCallSpan(span, res, err)
 	}

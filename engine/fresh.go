@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
 )
@@ -82,17 +83,51 @@ func (e *Engine) crossSession(en *entry) bool {
 	return en.sess == nil || !e.perSession[en.backend]
 }
 
-// invalidateLocked applies the hazard ef of a call of session s on backend
-// bname that is not read-only (see the comment at the top of this file).
+// Invalidate applies a write another replica of a fleet announced on
+// backend bname (see Fleet): as a write of no session here, it reaches the
+// speculative results of every session sharing the backend's state, and the
+// shared ones, by the hazard rule. A backend whose state is per session
+// shares nothing across replicas: its writes are not applied.
+func (e *Engine) Invalidate(bname string, ef policy.Effect) {
+	e.mu.Lock()
+	if !e.closed && !ef.ReadOnly && !e.perSession[bname] {
+		e.invalidateLocked(nil, bname, ef)
+	}
+	e.unlock()
+}
+
+// fenceWantedLocked reports whether the speculative counterpart of a call
+// with key can be reached by other replicas' writes, and so needs a fence
+// (Options.Fleet) before it is handed over, and on which backend.
+func (e *Engine) fenceWantedLocked(s *session, key callkey.Key, rule policy.Tool) (string, bool) {
+	if e.opts.Fleet == nil {
+		return "", false
+	}
+	en := s.entries[key]
+	if en == nil && rule.Shared {
+		en = e.shared[key]
+	}
+	if en == nil || en.level != policy.LevelFull || !e.crossSession(en) {
+		return "", false
+	}
+	return en.backend, true
+}
+
+// invalidateLocked applies the hazard ef of a write of session s (nil for a
+// write another replica announced) on backend bname (see the comment at the
+// top of this file).
 func (e *Engine) invalidateLocked(s *session, bname string, ef policy.Effect) {
 	if ef.ReadOnly {
 		return
 	}
 	var cands []*entry
-	for _, en := range s.entries {
-		cands = append(cands, en)
+	if s != nil {
+		for _, en := range s.entries {
+			cands = append(cands, en)
+		}
 	}
 	switch {
+	case s == nil && (e.perSession[bname] || e.disabled&ruleAcrossSessions != 0):
 	case e.perSession[bname] || e.disabled&ruleAcrossSessions != 0:
 		// Only this session's data changed; its shared results too.
 		for _, en := range e.shared {

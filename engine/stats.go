@@ -92,6 +92,10 @@ type Totals struct {
 	SpecStarted, Warmups, Declined int64
 	// SessionsEvicted counts sessions dropped for MaxSessions or MaxBytes.
 	SessionsEvicted int64
+	// Unfenced counts calls served without their speculative counterpart
+	// because a fleet's fence failed (Options.Fleet): the fleet was down,
+	// slow or not caught up.
+	Unfenced int64
 	// Outcomes counts the fates of speculative entries.
 	Outcomes map[Outcome]int64
 	// Saved is the tool time agents did not wait; Wasted the time spent
