@@ -104,6 +104,9 @@ type Config struct {
 	// TrustAnnotations lets MCP upstreams' tool annotations feed the
 	// default policy (issue 5, §3).
 	TrustAnnotations bool
+	// Fleet is the fleet this replica joins; nil means it is alone (and
+	// no NATS code runs).
+	Fleet *Fleet
 }
 
 // Patterns says where the pattern pool is and whether it learns.
@@ -356,6 +359,8 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 			if b, ok := p.Bool(v, f); ok {
 				c.TrustAnnotations = b
 			}
+		case "fleet":
+			c.Fleet = p.fleet(v, f)
 		default:
 			p.Unknown(k, f, fieldsTop)
 		}
@@ -385,7 +390,7 @@ var (
 	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "read_timeout", "write_timeout", "idle_timeout",
 		"max_answer_bytes", "max_connections",
 		"auth_token_env", "llm", "speculator", "patterns", "traces", "backends",
-		policy.Key, "engine", MCPServersKey, "trust_annotations"}
+		policy.Key, "engine", MCPServersKey, "trust_annotations", "fleet"}
 	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}
 	fieldsTraces   = []string{"dir", "prefix", "max_file_bytes", "max_files", "fail_on_loss"}
 	fieldsEngine   = []string{"spec_budget", "min_probability", "amplification", "amplification_burst", "ttl", "idle_timeout", "default_duration",

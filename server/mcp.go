@@ -73,7 +73,8 @@ func mountMCP(mux *http.ServeMux, p *mcpproxy.Proxy, eng mcpproxy.Caller) {
 // stdin and stdout) in front of cfg's upstreams, until in ends or ctx is
 // done, then stops what it started and writes the engine's summary to
 // opts.Summary. Neither in nor out is closed. Of cfg it uses Upstreams,
-// Policy, TrustAnnotations, Patterns and Traces (Dir, Prefix, MaxFileBytes);
+// Policy, TrustAnnotations, Patterns, Traces (Dir, Prefix, MaxFileBytes)
+// and Fleet;
 // the engine runs with its defaults. There is one session, so the trusted
 // upstreams' annotations are read from its own connection when it starts,
 // rather than from a second launch (issue 14).
@@ -121,7 +122,18 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	if rec != nil {
 		eo.Recorder = rec
 	}
+	fl, err := joinFleet(ctx, cfg.Fleet, eo.Backends, o.Logger)
+	if err != nil {
+		return errors.Join(err, closeMCP(nil, proxy, pred, rec))
+	}
+	if fl != nil {
+		eo.Fleet = fl
+	}
 	eng := engine.New(eo)
+	if fl != nil {
+		fl.Start(eng)
+		defer fl.Close() // after the engine (closeMCP)
+	}
 	proxy.Attach(eng)
 	// The end of the input is the agent hanging up: a clean exit, with
 	// what was learnt checkpointed.

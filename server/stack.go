@@ -16,6 +16,7 @@ import (
 	"github.com/ahead-dev/ahead/backend/remote"
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/fleet"
 	"github.com/ahead-dev/ahead/gateway"
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/learn"
@@ -40,6 +41,7 @@ type Stack struct {
 	mcp       *mcpproxy.Proxy          // nil without mcpServers
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
 	linker    *gateway.Linker          // nil without an llm block
+	fleet     *fleet.Fleet             // nil without a fleet block
 }
 
 // Open builds the engine and what it needs from cfg, starting cfg's MCP
@@ -154,7 +156,16 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		st.linker = gateway.NewLinker(0)
 		eo.Linker = st.linker
 	}
+	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, logger); err != nil {
+		return nil, err
+	}
+	if st.fleet != nil {
+		eo.Fleet = st.fleet
+	}
 	st.eng = engine.New(eo)
+	if st.fleet != nil {
+		st.fleet.Start(st.eng)
+	}
 	return st, nil
 }
 
@@ -177,6 +188,9 @@ func (st *Stack) Close() error {
 	var errs []error
 	if st.eng != nil {
 		st.eng.Close()
+	}
+	if st.fleet != nil {
+		st.fleet.Close()
 	}
 	if st.spec != nil {
 		st.spec.Close()

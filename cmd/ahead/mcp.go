@@ -28,7 +28,7 @@ Logs go to stderr; stdout is the MCP channel.`
 
 func runMCP(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "mcp", "mcp [flags] [-- COMMAND ARGS...]", mcpDescription)
-	configFile := fs.String("config", "", "ahead's YAML `file`: its mcpServers, speculation_policy, patterns, traces and trust_annotations are used")
+	configFile := fs.String("config", "", "ahead's YAML `file`: its mcpServers, speculation_policy, patterns, traces, trust_annotations and fleet are used")
 	patternsFile := fs.String("patterns", "", "pattern pool `file`: predictions come from it, and what is learnt is written back every 5m and at exit (a file that does not exist yet starts empty); none: no predictions")
 	policyFile := fs.String("policy", "", "speculation policy YAML `file` (overrides the config's); none: deny all, except what --trust-annotations allows")
 	tracesDir := fs.String("traces", "", "record every call to JSONL traces in `dir`")
@@ -37,6 +37,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	trust := fs.Bool("trust-annotations", false, "let the upstreams' tool annotations feed the default policy: readOnlyHint tools that are not open-world speculate, the rest never")
 	logLevel := fs.String("log-level", "", fmt.Sprintf(logLevelUsage, "warn"))
 	quiet := fs.Bool("quiet", false, "no summary on stderr at exit")
+	fleetURL := fs.String("fleet", "", fleetUsage)
 	// The upstream's command line is not ahead's: its flags (npx -y ...)
 	// must not be parsed as ours.
 	if err := parseFlagsUntilArg(fs, args); err != nil {
@@ -54,6 +55,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	var pol *policy.Policy
 	var patterns *config.Patterns
 	var traces *config.Traces
+	var fleet *config.Fleet
 	if *configFile != "" {
 		// The file is read as ahead serve reads it, so one file serves
 		// both commands and its errors are the same. Of it, ahead mcp uses
@@ -71,6 +73,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 			ups = append(ups, u)
 		}
 		pol = cfg.Policy
+		fleet = cfg.Fleet
 		*trust = *trust || cfg.TrustAnnotations
 		patterns = cfg.Patterns
 		if t := cfg.Traces; t != nil {
@@ -116,7 +119,10 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 		pol = nil
 	}
 
-	cfg := &config.Config{Upstreams: ups, Policy: pol, TrustAnnotations: *trust, Patterns: patterns, Traces: traces}
+	if fleet, err = withFleetFlag(fleet, *fleetURL); err != nil {
+		return err
+	}
+	cfg := &config.Config{Upstreams: ups, Policy: pol, TrustAnnotations: *trust, Patterns: patterns, Traces: traces, Fleet: fleet}
 	opts := &server.Options{Logger: logger, Stderr: e.stderr, Summary: e.stderr, Version: version}
 	if *quiet {
 		opts.Summary = nil

@@ -9,6 +9,25 @@ import (
 	"github.com/ahead-dev/ahead/server"
 )
 
+const fleetUsage = "join the fleet of ahead replicas on the NATS JetStream server at `URL` (nats://HOST:PORT or tls://HOST:PORT; the config's fleet block otherwise)"
+
+// withFleetFlag applies --fleet URL to the configuration's fleet block: it
+// joins that server instead (keeping the block's other settings).
+func withFleetFlag(fc *config.Fleet, url string) (*config.Fleet, error) {
+	if url == "" {
+		return fc, nil
+	}
+	if msg, ok := config.CheckFleetURL(url); !ok {
+		return nil, usageErr("--fleet: %s", msg)
+	}
+	if fc == nil {
+		return &config.Fleet{URL: url}, nil
+	}
+	c := *fc
+	c.URL, c.Embedded = url, nil
+	return &c, nil
+}
+
 const serveDescription = `Serve the HTTP tool API in front of the configured backends: agents POST
 their tool calls to /v1/sessions/{session}/calls, ahead executes them (or
 hands over a result it computed speculatively), records them, and runs the
@@ -27,6 +46,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	insecure := fs.Bool("insecure", false, "serve on an address other than loopback without auth_token_env (anyone who reaches it can run your tools)")
 	logLevel := fs.String("log-level", "", fmt.Sprintf(logLevelUsage, "info"))
 	quiet := fs.Bool("quiet", false, "no summary at exit")
+	fleetURL := fs.String("fleet", "", fleetUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -51,6 +71,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
+	}
+	if cfg.Fleet, err = withFleetFlag(cfg.Fleet, *fleetURL); err != nil {
+		return err
 	}
 	if cfg.AuthToken == "" && !*insecure && !loopback(cfg.Listen) {
 		return usageErr("listening on %s, beyond this machine, without a token: set auth_token_env in the config (clients then send Authorization: Bearer TOKEN), or pass --insecure", cfg.Listen)

@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/fleet"
+)
+
+// joinFleet joins the fleet of fc (nil: none, and no NATS code runs) for
+// the backends whose state is shared, and says so in the log. The caller
+// builds the engine with it as Options.Fleet, then calls Start with the
+// engine, and closes it after the engine.
+func joinFleet(ctx context.Context, fc *config.Fleet, backends map[string]engine.Backend, logger *slog.Logger) (*fleet.Fleet, error) {
+	if fc == nil {
+		return nil, nil
+	}
+	var shared []string
+	for _, name := range slices.Sorted(maps.Keys(backends)) {
+		if !backends[name].PerSession {
+			shared = append(shared, name)
+		}
+	}
+	o := &fleet.Options{
+		URL:             fc.URL,
+		Name:            fc.Name,
+		Backends:        shared,
+		FenceTimeout:    fc.FenceTimeout,
+		AnnounceTimeout: fc.AnnounceTimeout,
+		MaxBytes:        fc.MaxBytes,
+		MaxAge:          fc.MaxAge,
+		Logger:          logger,
+	}
+	if e := fc.Embedded; e != nil {
+		o.Embedded = &fleet.Embedded{Listen: e.Listen, Dir: e.Dir, MaxStore: e.MaxStore}
+	}
+	f, err := fleet.Join(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	how := "joined"
+	if fc.Embedded != nil {
+		how = "serving"
+	}
+	logger.Info("fleet "+how, "fleet", f.Name(), "url", f.URL(), "replica", f.Replica(), "shared_backends", shared)
+	return f, nil
+}
