@@ -64,6 +64,9 @@ var (
 	// up with the stream since it (re)connected. Shared-state results are
 	// not reused (fail closed).
 	ErrDown = errors.New("fleet: not connected")
+	// ErrAbsent: another replica has gone quiet and may have made writes
+	// it could not announce (presence.go).
+	ErrAbsent = errors.New("fleet: a replica is missing")
 	// ErrFenceTimeout: the fence did not complete within FenceTimeout.
 	ErrFenceTimeout = errors.New("fleet: fence timed out")
 	// ErrClosed: the fleet connection is closed.
@@ -124,6 +127,13 @@ type Options struct {
 	// backend's late writes collapse into one "anything may have changed"
 	// announcement. 0 means 1024.
 	MaxLate int
+	// HeartbeatInterval is how often the replica says it is up; a replica
+	// unheard for three intervals makes the others fail closed until it is
+	// heard again or PresenceTTL has passed (presence.go). 0 means 200 ms.
+	HeartbeatInterval time.Duration
+	// PresenceTTL is how long a replica unheard is waited for before it is
+	// taken for gone; 0 means 5 s.
+	PresenceTTL time.Duration
 	// PingInterval is how often the connection is checked; two missed
 	// pings mark it down. 0 means 500 ms (nats.go's default of 2 min
 	// would leave a frozen server unnoticed for minutes).
@@ -162,6 +172,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxLate <= 0 {
 		o.MaxLate = 1024
 	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = 200 * time.Millisecond
+	}
+	if o.PresenceTTL <= 0 {
+		o.PresenceTTL = 5 * time.Second
+	}
 	if o.PingInterval <= 0 {
 		o.PingInterval = 500 * time.Millisecond
 	}
@@ -180,6 +196,7 @@ type Stats struct {
 	Fences      int64 // fences that completed
 	FenceDown   int64 // fences refused: not connected or not caught up
 	FenceMissed int64 // fences that did not complete within FenceTimeout
+	FenceAbsent int64 // fences refused while another replica was missing
 	Resyncs     int64 // times the consumer was (re)started at the stream's end
 }
 
@@ -195,7 +212,7 @@ type Fleet struct {
 	backend  map[string]string // subject → backend
 
 	stats struct {
-		announced, late, lateSent, applied, fences, fenceDown, fenceMissed, resyncs atomic.Int64
+		announced, late, lateSent, applied, fences, fenceDown, fenceMissed, fenceAbsent, resyncs atomic.Int64
 	}
 
 	mu      sync.Mutex // protects everything below
@@ -208,7 +225,8 @@ type Fleet struct {
 	str     jetstream.Stream // the stream, as of the last restart
 	next    *flight          // the fence callers wait for
 	late    []lateWrite
-	lateAll map[string]bool // backends whose late writes collapsed
+	lateAll map[string]bool      // backends whose late writes collapsed
+	heard   map[string]time.Time // other replicas → when last heard (presence.go)
 	closed  bool
 
 	wakeFence chan struct{} // a fence is wanted
@@ -247,6 +265,9 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 	}
 	o = o.withDefaults()
 	o.Backends = slices.Clone(o.Backends)
+	if !validName.MatchString(o.Replica) {
+		o.Replica = "x" + hex.EncodeToString([]byte(o.Replica))
+	}
 	if !validName.MatchString(o.Name) {
 		return nil, fmt.Errorf("fleet: name %q: want letters, digits, _ or -", o.Name)
 	}
@@ -259,6 +280,7 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 		backend:   make(map[string]string),
 		changed:   make(chan struct{}),
 		lateAll:   make(map[string]bool),
+		heard:     make(map[string]time.Time),
 		wakeFence: make(chan struct{}, 1),
 		wakeKeep:  make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -288,6 +310,11 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 		f.nc.Close()
 		f.shutdownServer()
 		return nil, err
+	}
+	if err := f.listen(); err != nil {
+		f.nc.Close()
+		f.shutdownServer()
+		return nil, fmt.Errorf("fleet: listening for replicas: %w", err)
 	}
 	return f, nil
 }
@@ -322,6 +349,10 @@ func (f *Fleet) connect(url string) error {
 				return // closing
 			}
 			o.Logger.Warn("fleet disconnected: shared-state results are not reused until it is back", "fleet", o.Name, "err", err)
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			// Not nats.go's default, which writes to stderr.
+			o.Logger.Debug("fleet: connection", "fleet", o.Name, "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			o.Logger.Info("fleet reconnected", "fleet", o.Name, "url", nc.ConnectedUrlRedacted())
@@ -396,6 +427,7 @@ func (f *Fleet) Start(app Applier) {
 	f.wake(f.wakeKeep)
 	f.wg.Go(f.keeper)
 	f.wg.Go(f.fencer)
+	f.wg.Go(f.heartbeat)
 }
 
 // Close stops consuming, waits for the fleet's goroutines, closes the
@@ -423,6 +455,7 @@ func (f *Fleet) Close() {
 	if cc != nil {
 		cc.Stop()
 	}
+	f.bye()
 	f.nc.Close()
 	f.shutdownServer()
 }
@@ -444,6 +477,7 @@ func (f *Fleet) Stats() Stats {
 		Fences:      f.stats.fences.Load(),
 		FenceDown:   f.stats.fenceDown.Load(),
 		FenceMissed: f.stats.fenceMissed.Load(),
+		FenceAbsent: f.stats.fenceAbsent.Load(),
 		Resyncs:     f.stats.resyncs.Load(),
 	}
 }

@@ -63,6 +63,11 @@ func (f *Fleet) Fence(ctx context.Context, backend string) error {
 		f.stats.fenceDown.Add(1)
 		return ErrDown
 	}
+	if f.missingLocked(time.Now()) {
+		f.mu.Unlock()
+		f.stats.fenceAbsent.Add(1)
+		return ErrAbsent
+	}
 	if f.next == nil {
 		f.next = &flight{done: make(chan struct{})}
 		f.wake(f.wakeFence)
@@ -291,27 +296,36 @@ func (f *Fleet) handle(gen int, m jetstream.Msg) {
 	f.mu.Unlock()
 }
 
-// flushLate announces the writes that could not be announced in time.
+// flushLate announces the writes that could not be announced in time,
+// oldest first; each leaves the queue once acknowledged, so that the
+// replica says it is up (presence.go) only when all are.
 func (f *Fleet) flushLate() {
 	f.mu.Lock()
-	late := f.late
-	f.late = nil
 	for b := range f.lateAll {
-		late = append(late, lateWrite{backend: b, ef: policy.Effect{All: true}})
+		if len(f.late) < f.opts.MaxLate {
+			f.late = append(f.late, lateWrite{backend: b, ef: policy.Effect{All: true}})
+			delete(f.lateAll, b)
+		}
 	}
-	clear(f.lateAll)
 	f.mu.Unlock()
-	for i, w := range late {
+	for {
+		f.mu.Lock()
+		if len(f.late) == 0 {
+			f.mu.Unlock()
+			return
+		}
+		w := f.late[0]
+		f.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		a := announcement{Replica: f.opts.Replica, Backend: w.backend, All: w.ef.All, Resources: w.ef.Resources}
 		_, err := f.js.Publish(ctx, f.subject(w.backend), encode(a))
 		cancel()
 		if err != nil {
-			f.mu.Lock()
-			f.late = append(late[i:], f.late...)
-			f.mu.Unlock()
-			return
+			return // retried on the next wake
 		}
+		f.mu.Lock()
+		f.late = f.late[1:]
+		f.mu.Unlock()
 		f.stats.lateSent.Add(1)
 	}
 }
