@@ -253,6 +253,26 @@ type announcement struct {
 	Backend   string   `json:"b"`
 	All       bool     `json:"all,omitempty"`
 	Resources []string `json:"res,omitempty"`
+	// Paths are the resources declared as paths, by name: applied as
+	// paths not resolved on the receiving machine (which conflict more
+	// widely, by their last element; policy.Path).
+	Paths []string `json:"paths,omitempty"`
+}
+
+func newAnnouncement(replica, backend string, ef policy.Effect) announcement {
+	a := announcement{Replica: replica, Backend: backend, All: ef.All, Resources: ef.Resources}
+	for _, p := range ef.Paths {
+		a.Paths = append(a.Paths, p.Name)
+	}
+	return a
+}
+
+func (a announcement) effect() policy.Effect {
+	ef := policy.Effect{All: a.All, Resources: a.Resources}
+	for _, p := range a.Paths {
+		ef.Paths = append(ef.Paths, policy.Path{Name: p})
+	}
+	return ef
 }
 
 // Join connects to the fleet (or starts the embedded server and joins it)
@@ -538,7 +558,7 @@ func (f *Fleet) down() (closed bool) {
 func encode(a announcement) []byte {
 	data, _ := json.Marshal(a)
 	if len(data) > maxMsgSize-1024 {
-		a.Resources, a.All = nil, true
+		a.Resources, a.Paths, a.All = nil, nil, true
 		data, _ = json.Marshal(a)
 	}
 	return data

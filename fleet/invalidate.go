@@ -20,7 +20,7 @@ func (f *Fleet) Announce(ctx context.Context, backend string, ef policy.Effect) 
 	if ef.ReadOnly {
 		return nil
 	}
-	a := announcement{Replica: f.opts.Replica, Backend: backend, All: ef.All, Resources: ef.Resources}
+	a := newAnnouncement(f.opts.Replica, backend, ef)
 	err := ErrDown
 	if f.nc.IsConnected() {
 		actx, cancel := context.WithTimeout(ctx, f.opts.AnnounceTimeout)
@@ -284,7 +284,7 @@ func (f *Fleet) handle(gen int, m jetstream.Msg) {
 	if a.Replica != f.opts.Replica {
 		b, ok := f.backend[m.Subject()]
 		if ok {
-			app.Invalidate(b, policy.Effect{All: a.All, Resources: a.Resources})
+			app.Invalidate(b, a.effect())
 			f.stats.applied.Add(1)
 		}
 	}
@@ -317,7 +317,7 @@ func (f *Fleet) flushLate() {
 		w := f.late[0]
 		f.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		a := announcement{Replica: f.opts.Replica, Backend: w.backend, All: w.ef.All, Resources: w.ef.Resources}
+		a := newAnnouncement(f.opts.Replica, w.backend, w.ef)
 		_, err := f.js.Publish(ctx, f.subject(w.backend), encode(a))
 		cancel()
 		if err != nil {
