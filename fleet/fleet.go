@@ -54,6 +54,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ahead-dev/ahead/policy"
 )
@@ -140,6 +141,9 @@ type Options struct {
 	PingInterval time.Duration
 	// Logger logs connection changes; nil means slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the fleet's metrics (ahead_fleet_*); nil means
+	// none.
+	Registerer prometheus.Registerer
 }
 
 // maxMsgSize bounds one announcement; a write naming more resources than
@@ -210,6 +214,8 @@ type Fleet struct {
 	stream   string
 	subjects []string          // of this replica's backends, sorted
 	backend  map[string]string // subject → backend
+
+	fenceTime prometheus.Histogram // nil without a Registerer
 
 	stats struct {
 		announced, late, lateSent, applied, fences, fenceDown, fenceMissed, fenceAbsent, resyncs atomic.Int64
@@ -336,6 +342,7 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 		f.shutdownServer()
 		return nil, fmt.Errorf("fleet: listening for replicas: %w", err)
 	}
+	f.fenceTime = f.register(o.Registerer)
 	return f, nil
 }
 

@@ -51,6 +51,7 @@ func (f *Fleet) Announce(ctx context.Context, backend string, ef policy.Effect) 
 // shared fence of the replica. It fails with ErrDown at once while the
 // replica is not caught up, and with ErrFenceTimeout after FenceTimeout.
 func (f *Fleet) Fence(ctx context.Context, backend string) error {
+	start := time.Now()
 	t := time.NewTimer(f.opts.FenceTimeout)
 	defer t.Stop()
 	f.mu.Lock()
@@ -79,6 +80,9 @@ func (f *Fleet) Fence(ctx context.Context, backend string) error {
 		switch {
 		case fl.err == nil:
 			f.stats.fences.Add(1)
+			if f.fenceTime != nil {
+				f.fenceTime.Observe(time.Since(start).Seconds())
+			}
 		case errors.Is(fl.err, ErrDown):
 			f.stats.fenceDown.Add(1)
 		default:

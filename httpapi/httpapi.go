@@ -76,6 +76,9 @@ type Options struct {
 	// Logger logs calls that could not be served; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Fleet, if set, returns the fleet's state for /v1/stats; nil means
+	// the replica is alone.
+	Fleet func() *FleetStats
 }
 
 // Handler is the HTTP API of an engine. Create it with New.

@@ -39,6 +39,31 @@ type Stats struct {
 	// Origins splits speculation by what predicted it (pattern, message,
 	// stream, speculator); work several origins predicted counts for each.
 	Origins map[string]OriginStats `json:"origins,omitempty"`
+	// Unfenced counts calls served without their speculative counterpart
+	// because a fleet's fence failed.
+	Unfenced int64 `json:"unfenced,omitempty"`
+	// Fleet is the fleet's state; nil for a replica alone.
+	Fleet *FleetStats `json:"fleet,omitempty"`
+}
+
+// FleetStats is a fleet replica's state (package fleet): whether fences can
+// succeed, how far it has applied the invalidation stream, and its counts.
+type FleetStats struct {
+	Name       string `json:"name"`
+	Replica    string `json:"replica"`
+	URL        string `json:"url"`
+	Connected  bool   `json:"connected"`
+	AppliedSeq uint64 `json:"applied_seq"`
+	Announced  int64  `json:"announced"`
+	Late       int64  `json:"late"`
+	LateSent   int64  `json:"late_sent"`
+	Applied    int64  `json:"applied"`
+	Fences     int64  `json:"fences"`
+	// FencesRefused are the fences that failed, so that a call ran (fail
+	// closed): down (not connected or not caught up), absent (another
+	// replica missing), timeout.
+	FencesRefused map[string]int64 `json:"fences_refused"`
+	Resyncs       int64            `json:"resyncs"`
 }
 
 // OriginStats is what the predictions of one origin led to, as reports
@@ -87,6 +112,7 @@ func NewStats(st engine.Stats) Stats {
 		Bytes:              st.Bytes + st.SessionBytes,
 		Ready:              st.Ready,
 		Tools:              make(map[string]ToolStats, len(st.Tools)),
+		Unfenced:           st.Unfenced,
 	}
 	for o, n := range st.Outcomes {
 		out.Outcomes[string(o)] = n
@@ -116,7 +142,11 @@ func NewStats(st engine.Stats) Stats {
 }
 
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, NewStats(h.eng.Stats()))
+	st := NewStats(h.eng.Stats())
+	if h.opts.Fleet != nil {
+		st.Fleet = h.opts.Fleet()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 // FetchStats reads a running server's /v1/stats (the path is added to a

@@ -122,7 +122,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	if rec != nil {
 		eo.Recorder = rec
 	}
-	fl, err := joinFleet(ctx, cfg.Fleet, eo.Backends, o.Logger)
+	fl, err := joinFleet(ctx, cfg.Fleet, eo.Backends, nil, o.Logger)
 	if err != nil {
 		return errors.Join(err, closeMCP(nil, proxy, pred, rec))
 	}

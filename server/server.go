@@ -95,7 +95,11 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	}()
 
 	mux := http.NewServeMux()
-	api := httpapi.New(st.statsEngine(), &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger})
+	apiOpts := &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger}
+	if st.fleet != nil {
+		apiOpts.Fleet = fleetStats(st.fleet)
+	}
+	api := httpapi.New(st.statsEngine(), apiOpts)
 	mux.Handle("/", api)
 	if cfg.LLM != nil {
 		gw, err := newGateway(cfg.LLM, st.eng, st.linker, logger)

@@ -156,7 +156,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		st.linker = gateway.NewLinker(0)
 		eo.Linker = st.linker
 	}
-	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, logger); err != nil {
+	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, st.reg, logger); err != nil {
 		return nil, err
 	}
 	if st.fleet != nil {

@@ -1,0 +1,58 @@
+package fleet
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fenceBuckets are the fence times the histogram tells apart, in seconds:
+// from 50 µs (a fence joined while its sequence was already applied) to
+// beyond any sane FenceTimeout.
+var fenceBuckets = []float64{50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3}
+
+// register exposes the fleet's state and counters on reg (nil: nowhere)
+// and returns the fence time histogram (nil when unregistered).
+func (f *Fleet) register(reg prometheus.Registerer) prometheus.Histogram {
+	if reg == nil {
+		return nil
+	}
+	counter := func(name, help string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
+	}
+	fence := func(result string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ahead_fleet_fences_total", Help: "Fences before reusing a shared-state result, by result (ok; down: not connected or not caught up; absent: a replica missing; timeout).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(v()) })
+	}
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "ahead_fleet_fence_seconds", Help: "Time of the fences that succeeded.", Buckets: fenceBuckets,
+	})
+	reg.MustRegister(h,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ahead_fleet_connected", Help: "1 while this replica is connected to its fleet and caught up (fences can succeed)."},
+			func() float64 {
+				if f.Connected() {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ahead_fleet_applied_sequence", Help: "The last sequence of the invalidation stream this replica has applied."},
+			func() float64 { return float64(f.AppliedSeq()) }),
+		counter("ahead_fleet_announced_total", "Writes announced in time.", f.stats.announced.Load),
+		counter("ahead_fleet_late_total", "Writes forwarded before they could be announced.", f.stats.late.Load),
+		counter("ahead_fleet_late_sent_total", "Late writes announced since.", f.stats.lateSent.Load),
+		counter("ahead_fleet_applied_total", "Writes of other replicas applied.", f.stats.applied.Load),
+		counter("ahead_fleet_resyncs_total", "Times the replica dropped its shared-state speculation and resumed at the stream's end.", f.stats.resyncs.Load),
+		fence("ok", f.stats.fences.Load),
+		fence("down", f.stats.fenceDown.Load),
+		fence("absent", f.stats.fenceAbsent.Load),
+		fence("timeout", f.stats.fenceMissed.Load),
+	)
+	return h
+}
+
+// AppliedSeq returns the last stream sequence this replica has applied.
+func (f *Fleet) AppliedSeq() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
