@@ -171,6 +171,10 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 		add(OK, "backend "+catchAll, "serves every tool no other backend lists: those tools are not known here")
 	}
 
+	if cfg.Fleet != nil {
+		checkFleet(ctx, cfg.Fleet, o.Timeout, add)
+	}
+
 	if cfg.Patterns != nil {
 		p, err := pattern.Load(cfg.Patterns.Pool)
 		switch {
