@@ -11,6 +11,10 @@
 //     hazard rule, policy.Effect.Invalidates) in every session sharing the
 //     backend's state, shared results included, when it arrives and when
 //     it completes (Backend.PerSession confines it to the writing session).
+//     With a fleet (Options.Fleet), writes are announced to the other
+//     replicas before they are forwarded and when they complete, and a
+//     result other sessions' writes can reach is handed over only after a
+//     fence: the replica has applied every write announced before the call.
 //     Writes ahead does not see are bounded only by a result's lifetime:
 //     the tool's ttl, by default twice the 95th percentile of recent think
 //     times, and one think window for volatile tools. A tool that is not

@@ -497,7 +497,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	fenced := true
 	if fbackend, ok := e.fenceWantedLocked(s, key, rule); ok {
 		// A speculative result other replicas' writes can reach: first
-		// apply every write announced before this call (fleet.go).
+		// apply every write announced before this call (see Fleet).
 		e.mu.Unlock()
 		ferr := e.opts.Fleet.Fence(ctx, fbackend)
 		e.mu.Lock()
@@ -523,7 +523,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		e.invalidateLocked(s, bname, ef)
 	}
 	var en *entry
-	if _, unfenced := e.fenceWantedLocked(s, key, rule); fenced || !unfenced {
+	if _, wanted := e.fenceWantedLocked(s, key, rule); fenced || !wanted {
 		en = e.claimLocked(s, key, rule, arrive)
 	}
 	e.unlock()

@@ -128,6 +128,7 @@ func (e *Engine) invalidateLocked(s *session, bname string, ef policy.Effect) {
 	}
 	switch {
 	case s == nil && (e.perSession[bname] || e.disabled&ruleAcrossSessions != 0):
+		// Another replica's write reaches no session here.
 	case e.perSession[bname] || e.disabled&ruleAcrossSessions != 0:
 		// Only this session's data changed; its shared results too.
 		for _, en := range e.shared {
