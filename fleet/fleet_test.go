@@ -20,6 +20,7 @@ import (
 	"github.com/ahead-dev/ahead/fleet"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -202,11 +203,12 @@ func (r *replicas) restart(t *testing.T, i int) {
 }
 
 // call is an agent's call through replica i: one that reaches a replica
-// as it stops is made again on its successor, as an agent reconnects.
+// as it stops, or still waits in its queue then (never run), is made again
+// on its successor, as an agent reconnects.
 func (r *replicas) call(ctx context.Context, i int, session, tool string, a json.RawMessage) (engine.Result, error) {
 	for {
 		res, err := r.slots[i].Load().eng.Call(ctx, session, tool, a)
-		if !errors.Is(err, engine.ErrClosed) {
+		if !errors.Is(err, engine.ErrClosed) && !errors.Is(err, sched.ErrClosed) {
 			return res, err
 		}
 	}
