@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,23 @@ func ParseMode(s string) (Mode, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: unknown mode %q", ErrConfig, s)
+}
+
+// ParseModes parses a comma-separated list of modes ("serial, ahead");
+// "" is nil (every mode).
+func ParseModes(list string) ([]Mode, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var modes []Mode
+	for _, name := range strings.Split(list, ",") {
+		m, err := ParseMode(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
 }
 
 // ErrConfig is wrapped by errors about Options.

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -918,5 +919,24 @@ func TestStreamTimeDispatch(t *testing.T) {
 				t.Error("not lossless")
 			}
 		})
+	}
+}
+
+// TestParseModes checks the --modes list: "" is every mode, names are
+// trimmed, an unknown one is a configuration error.
+func TestParseModes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []Mode
+		err  error
+	}{
+		{"", nil, nil},
+		{"serial, ahead", []Mode{Serial, Ahead}, nil},
+		{"serial,nope", nil, ErrConfig},
+	} {
+		got, err := ParseModes(tc.in)
+		if !errors.Is(err, tc.err) || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseModes(%q) = %v, %v; want %v, %v", tc.in, got, err, tc.want, tc.err)
+		}
 	}
 }

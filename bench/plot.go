@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 )
@@ -248,4 +249,17 @@ func niceAxis(v float64) (max, step float64) {
 		}
 	}
 	return math.Ceil(v/step) * step, step
+}
+
+// SavePlot writes the plot (WritePlot) to the file name.
+func (r *Report) SavePlot(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := r.WritePlot(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -138,7 +138,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "ahead bench: %s\n", w)
 	}
 	if f.plot != "" {
-		if err := writePlot(rep, f.plot); err != nil {
+		if err := rep.SavePlot(f.plot); err != nil {
 			return err
 		}
 	}
@@ -181,14 +181,8 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 		ColdStart:    f.coldStart,
 		Seed:         f.seed,
 	}
-	if f.modes != "" {
-		for _, name := range strings.Split(f.modes, ",") {
-			m, err := bench.ParseMode(strings.TrimSpace(name))
-			if err != nil {
-				return nil, usageErr("--modes: %v", err)
-			}
-			o.Modes = append(o.Modes, m)
-		}
+	if o.Modes, err = bench.ParseModes(f.modes); err != nil {
+		return nil, usageErr("--modes: %v", err)
 	}
 	if f.policy != "" && f.policy != none {
 		if o.Policy, err = policy.Load(f.policy); err != nil {
@@ -236,11 +230,7 @@ func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, 
 		return usageErr("the ahead mode needs --patterns or --mine-from")
 	}
 	if o.Modes == nil {
-		for _, m := range bench.Modes {
-			if m != bench.Ahead {
-				o.Modes = append(o.Modes, m)
-			}
-		}
+		o.Modes = slices.DeleteFunc(slices.Clone(bench.Modes), func(m bench.Mode) bool { return m == bench.Ahead })
 		fmt.Fprintln(e.stderr, "ahead bench: no --patterns or --mine-from: the ahead mode is skipped")
 	}
 	return nil
@@ -274,16 +264,4 @@ func runWithProgress(ctx context.Context, e *env, name string, sessions []trace.
 		m.Update(fmt.Sprintf("mode %s (%d/%d), sessions", p.Mode, p.ModeIndex+1, p.Modes), p.Done, p.Total)
 	}
 	return bench.Run(ctx, sessions, o)
-}
-
-func writePlot(rep *bench.Report, name string) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if err := rep.WritePlot(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
