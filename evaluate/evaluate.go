@@ -78,7 +78,8 @@ func run(ctx context.Context, sessions []trace.Session, order func(trace.Session
 	}
 	res := &Result{Sessions: len(sessions), BaselineInSample: o.BaselineInSample, tools: make(map[string]*Tool), specOn: o.Speculable != nil}
 	var spec []predict.Prediction // the predictions of speculable tools
-	for _, s := range sessions {
+	for si, s := range sessions {
+		blk := res.block(si)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -113,9 +114,11 @@ func run(ctx context.Context, sessions []trace.Session, order func(trace.Session
 				tr = &Tool{Tool: ev.Tool}
 				res.tools[ev.Tool] = tr
 			}
+			blk.all.add(ev.Tool, key, kerr == nil, preds)
 			if ev.Seq == s.Events[0].Seq {
 				res.First++
 				res.first.add(ev.Tool, key, kerr == nil, preds)
+				blk.first.add(ev.Tool, key, kerr == nil, preds)
 			} else {
 				res.later.add(ev.Tool, key, kerr == nil, preds)
 			}
@@ -268,7 +271,12 @@ type Result struct {
 	// step.
 	Calibration []Bin `json:"calibration"`
 	// Tools are the tools' metrics, by calls (most first), then name.
-	Tools        []*Tool `json:"tools"`
+	Tools []*Tool `json:"tools"`
+	// Curve is the learning curve: exact_at_3 of the calls and of the
+	// first calls per block of sessions, in the order they were
+	// evaluated (what a fresh install, learning as it goes, sees).
+	Curve        []Block `json:"curve"`
+	blocks       []*block
 	ahead, ngram scores
 	later, first scores
 	spec         scores
@@ -277,7 +285,50 @@ type Result struct {
 	tools        map[string]*Tool
 }
 
+// Block is a block of the learning curve: sessions From to To (1-based,
+// To 0 for the last, open block).
+type Block struct {
+	From          int     `json:"from"`
+	To            int     `json:"to"`
+	Calls         int     `json:"calls"`
+	ExactAt3      float64 `json:"exact_at_3"`
+	FirstCalls    int     `json:"first_calls"`
+	FirstExactAt3 float64 `json:"first_exact_at_3"`
+}
+
+type block struct{ all, first scores }
+
+// curveEnds are the last sessions of the learning curve's blocks (the
+// last block is open): the first days of a fresh install in detail.
+var curveEnds = []int{10, 25, 50}
+
+// block returns the learning-curve block of the session at index si.
+func (r *Result) block(si int) *block {
+	b := len(curveEnds)
+	for i, end := range curveEnds {
+		if si < end {
+			b = i
+			break
+		}
+	}
+	for len(r.blocks) <= b {
+		r.blocks = append(r.blocks, &block{})
+	}
+	return r.blocks[b]
+}
+
 func (r *Result) finish() {
+	for i, b := range r.blocks {
+		from, to := 1, 0
+		if i > 0 {
+			from = curveEnds[i-1] + 1
+		}
+		if i < len(curveEnds) {
+			to = curveEnds[i]
+		}
+		r.Curve = append(r.Curve, Block{From: from, To: to, Calls: b.all.calls, ExactAt3: b.all.metrics().ExactAt3,
+			FirstCalls: b.first.calls, FirstExactAt3: b.first.metrics().ExactAt3})
+	}
 	r.Calls = r.ahead.calls
 	r.Ahead, r.NGram = r.ahead.metrics(), r.ngram.metrics()
 	r.AheadLater = r.later.metrics()
@@ -339,6 +390,16 @@ func (r *Result) WriteTable(w io.Writer) error {
 	f := r.AheadFirst
 	fmt.Fprintf(bw, "ahead on the first calls:      tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",
 		f.ToolAt1, f.ToolAt3, f.ExactAt1, f.ExactAt3, f.ExactAt5)
+	if len(r.Curve) > 1 {
+		fmt.Fprintf(bw, "learning curve (sessions in the order evaluated): exact_at_3, first calls exact_at_3\n")
+		for _, b := range r.Curve {
+			span := fmt.Sprintf("%d–%d", b.From, b.To)
+			if b.To == 0 {
+				span = fmt.Sprintf("%d on", b.From)
+			}
+			fmt.Fprintf(bw, "  sessions %-7s %5d calls %.3f   %4d first calls %.3f\n", span, b.Calls, b.ExactAt3, b.FirstCalls, b.FirstExactAt3)
+		}
+	}
 	if sp := r.AheadSpeculable; sp != nil {
 		fmt.Fprintf(bw, "ahead on the %d calls the policy may run, ranked among the predictions it may run:\n"+
 			"                               tool_at_1 %.3f, tool_at_3 %.3f, exact_at_1 %.3f, exact_at_3 %.3f, exact_at_5 %.3f\n",

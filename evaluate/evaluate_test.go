@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
@@ -289,5 +290,38 @@ func TestKnownOrder(t *testing.T) {
 	}
 	if _, err := run(t.Context(), sessions, fileOrder, cheater{}, cheater{}, nil); !errors.Is(err, ErrKnownOrder) {
 		t.Errorf("replay in file order: err = %v, want ErrKnownOrder", err)
+	}
+}
+
+// TestCurve: the learning curve counts each session's calls in its block
+// (sessions 1–10, 11–25, 26–50, 51 on), and the table prints it.
+func TestCurve(t *testing.T) {
+	var ss []trace.Session
+	for i := range 30 {
+		id := fmt.Sprintf("s%d", i)
+		ss = append(ss, trace.Session{ID: id, Events: []trace.Event{
+			{Session: id, Seq: 0, Step: 1, Tool: "list", Args: json.RawMessage(`{}`), Status: trace.StatusOK},
+			{Session: id, Seq: 1, Step: 2, Tool: "read", Args: json.RawMessage(`{"path":"a"}`), Status: trace.StatusOK},
+		}})
+	}
+	// Predicts the read only: half the calls, none of the first ones.
+	res, err := Run(t.Context(), ss, script{"list": {pred("read", `{"path":"a"}`)}}, script{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Block{
+		{From: 1, To: 10, Calls: 20, ExactAt3: 0.5, FirstCalls: 10},
+		{From: 11, To: 25, Calls: 30, ExactAt3: 0.5, FirstCalls: 15},
+		{From: 26, To: 50, Calls: 10, ExactAt3: 0.5, FirstCalls: 5},
+	}
+	if diff := cmp.Diff(want, res.Curve); diff != "" {
+		t.Errorf("curve (-want +got):\n%s", diff)
+	}
+	var b bytes.Buffer
+	if err := res.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "sessions 11–25      30 calls 0.500     15 first calls 0.000") {
+		t.Errorf("the table has no learning curve:\n%s", b.String())
 	}
 }
