@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -170,7 +171,14 @@ func (c *authCall) finish(res Result, err error) {
 	e.idleLocked(s)
 	s.results++ // a new think window: volatile results of the last one are stale
 	e.dropStaleLocked(s)
-	ts := e.toolLocked(c.tool)
+	// A tool its backend does not have (an MCP upstream's listing lacks
+	// it) gets no stats entry: any name a client sends would otherwise
+	// stay in /v1/stats for good.
+	unknown := errors.Is(err, ErrUnknownTool)
+	ts := &toolStats{}
+	if !unknown {
+		ts = e.toolLocked(c.tool)
+	}
 	if c.think > 0 {
 		ts.think.observe(c.think)
 		if !c.thinkHeard {
@@ -209,7 +217,12 @@ func (c *authCall) finish(res Result, err error) {
 	}
 	gone := s.gone
 	e.unlock()
-	e.metrics.observeCall(c.tool, res.Source, now.Sub(c.arrive), res.Saved, err)
+	if !unknown {
+		e.metrics.observeCall(c.tool, res.Source, now.Sub(c.arrive), res.Saved, err)
+	}
+	if e.debug {
+		c.log(res, now, err)
+	}
 	if err != nil {
 		// Not served (backend unreachable, cut off at shutdown): kept in
 		// the trace for the record, as a line mining and eval skip.
@@ -261,4 +274,24 @@ const maxServed = 256
 func millis(d time.Duration) *float64 {
 	ms := float64(d) / float64(time.Millisecond)
 	return &ms
+}
+
+// log writes the debug line of an authoritative call (issue 27: at debug,
+// only speculative executions were logged, so a user could not see their
+// agent's calls go through): session, seq, tool, where the result came
+// from, the tool time it saved, and how long the agent waited. The
+// arguments appear as a digest, as in the speculation lines.
+func (c *authCall) log(res Result, now time.Time, err error) {
+	attrs := []any{
+		"session", c.s.id, "seq", c.seq, "tool", c.tool, "args", argsDigest(c.key.Args),
+		"source", string(res.Source), "saved_ms", float64(res.Saved.Microseconds()) / 1000,
+		"duration_ms", float64(now.Sub(c.arrive).Microseconds()) / 1000,
+	}
+	switch {
+	case err != nil:
+		attrs = append(attrs, "err", err)
+	case res.Status == trace.StatusError:
+		attrs = append(attrs, "status", string(res.Status))
+	}
+	c.e.opts.Logger.Debug("call", attrs...)
 }

@@ -144,6 +144,12 @@ type Options struct {
 	TracerProvider oteltrace.TracerProvider
 	// Logger logs problems; nil means slog.Default().
 	Logger *slog.Logger
+	// SessionEnded, if set, is called (outside the engine's lock) with the
+	// id of every session the engine drops: EndSession, idle timeout,
+	// MaxSessions. What a front keeps per session (an MCP upstream
+	// connection opened for an HTTP API session) ends with it. Nil means
+	// nothing is told.
+	SessionEnded func(session string)
 
 	// SpecBudget caps concurrent speculative executions over all sessions
 	// and backends; 0 means 32. Speculation only ever takes capacity real

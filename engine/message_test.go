@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,7 +214,7 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 
 // TestDebugLinePerSpeculation checks that a debug logger gets one line per
 // speculative execution, saying what predicted it and what became of it,
-// with the arguments as a digest only.
+// and one per authoritative call, with the arguments as a digest only.
 func TestDebugLinePerSpeculation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
@@ -232,9 +233,31 @@ func TestDebugLinePerSpeculation(t *testing.T) {
 			t.Fatal(err)
 		}
 		eng.Close()
-		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		var lines, calls []string
+		for l := range strings.Lines(buf.String()) {
+			if strings.Contains(l, "msg=call ") {
+				calls = append(calls, l)
+			} else {
+				lines = append(lines, l)
+			}
+		}
 		if len(lines) != 1 {
-			t.Fatalf("%d debug lines, want 1:\n%s", len(lines), buf.String())
+			t.Fatalf("%d speculation lines, want 1:\n%s", len(lines), buf.String())
+		}
+		// And one line per authoritative call (issue 27).
+		if len(calls) != 2 {
+			t.Fatalf("%d call lines, want 2:\n%s", len(calls), buf.String())
+		}
+		for i, wants := range [][]string{
+			{"session=s1", "seq=0", "tool=list", "source=executed", "saved_ms=0", "duration_ms=1000", "args="},
+			{"session=s1", "seq=1", "tool=read", "source=reused", "saved_ms=1000", "duration_ms=0", "args="},
+		} {
+			fields := strings.Fields(calls[i])
+			for _, want := range wants {
+				if !slices.ContainsFunc(fields, func(f string) bool { return f == want || strings.HasSuffix(want, "=") && strings.HasPrefix(f, want) }) {
+					t.Errorf("call line %q lacks %q", calls[i], want)
+				}
+			}
 		}
 		for _, want := range []string{"msg=speculation", "session=s1", "tool=read", "origin=pattern", "p=0.9", "outcome=reused", "ran_ms=1000", "args="} {
 			if !strings.Contains(lines[0], want) {

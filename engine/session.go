@@ -250,7 +250,7 @@ func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 	s.own = 0
 	s.gone = true
 	delete(e.sessions, s.id)
-	if e.opts.Predictor != nil {
+	if e.opts.Predictor != nil || e.opts.SessionEnded != nil {
 		e.forget = append(e.forget, s.id)
 	}
 }

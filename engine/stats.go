@@ -292,7 +292,12 @@ func (e *Engine) unlock() {
 	// A session dropped here may have been started again since: it then
 	// loses what the predictor knew of it, no more.
 	for _, id := range forget {
-		e.opts.Predictor.Forget(id)
+		if e.opts.Predictor != nil {
+			e.opts.Predictor.Forget(id)
+		}
+		if e.opts.SessionEnded != nil {
+			e.opts.SessionEnded(id)
+		}
 	}
 	if e.opts.Recorder == nil {
 		return

@@ -252,6 +252,17 @@ func (s *session) toolRoute(ctx context.Context, tool string) (route, error) {
 			return r, nil
 		}
 	}
+	if s.ss == nil {
+		// No MCP client behind the session (the HTTP API), so nobody
+		// expects the upstream's own answer to a tool it lacks: a tool
+		// no listing names is unknown (404), unless another session's
+		// listing has it (its upstream failed to start here, and the
+		// call says so).
+		if r, ok := s.p.routeOf(tool); ok {
+			return r, nil
+		}
+		return route{}, fmt.Errorf("%w %q", backend.ErrUnknownTool, tool)
+	}
 	if r, ok := s.p.fallbackRoute(tool); ok {
 		return r, nil
 	}
@@ -530,14 +541,15 @@ var (
 
 // Call runs a tool on the session's connection to the upstream. A
 // speculative call runs in exactly the session state the agent's would.
+// The session need not be an MCP client's: see Proxy.callSession.
 func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
-	s := b.p.sessionByID(req.Session)
-	if s == nil {
-		return backend.Response{}, fmt.Errorf("session %q: %w", req.Session, errSessionGone)
+	s, err := b.p.callSession(req.Session)
+	if err != nil {
+		return backend.Response{}, err
 	}
 	r, err := s.toolRoute(ctx, req.Tool)
 	if err != nil {
-		return backend.Response{}, fmt.Errorf("%w %q", backend.ErrUnknownTool, req.Tool)
+		return backend.Response{}, routeErr(req.Tool, err)
 	}
 	sl := s.slots[r.up.i]
 	cs, err := sl.get(ctx)
@@ -566,17 +578,30 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 // crashed and may restart now, so that the predicted call does not pay for
 // the restart. (Connections of live sessions start when they initialize.)
 func (b *upstreamBackend) Warmup(ctx context.Context, req backend.Request) error {
-	s := b.p.sessionByID(req.Session)
-	if s == nil {
-		return fmt.Errorf("session %q: %w", req.Session, errSessionGone)
+	s, err := b.p.callSession(req.Session)
+	if err != nil {
+		return err
 	}
 	r, err := s.toolRoute(ctx, req.Tool)
 	if err != nil {
-		return fmt.Errorf("%w %q", backend.ErrUnknownTool, req.Tool)
+		return routeErr(req.Tool, err)
 	}
 	if sl := s.slots[r.up.i]; sl.due() {
 		_, err := sl.get(ctx)
 		return err
 	}
 	return nil
+}
+
+// routeErr is the engine's error for a tool the session could not route:
+// unknown (the engine's ErrUnknownTool, 404 on the HTTP API), or the
+// reason no upstream could be asked (down, ctx done).
+func routeErr(tool string, err error) error {
+	if errors.Is(err, backend.ErrUnknownTool) {
+		return err
+	}
+	if je, ok := errors.AsType[*jsonrpc.Error](err); ok && je.Code == jsonrpc.CodeInvalidParams {
+		return fmt.Errorf("%w %q", backend.ErrUnknownTool, tool)
+	}
+	return fmt.Errorf("routing %q: %w", tool, err)
 }

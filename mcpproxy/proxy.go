@@ -79,7 +79,7 @@ type Proxy struct {
 	mu       sync.Mutex // protects everything below
 	eng      Caller
 	sessions map[*mcp.ServerSession]*session
-	byID     map[string]*session
+	byID     map[string]*session             // every session, the MCP clients' and the proxy's own (callSession)
 	routes   map[string]route                // downstream tool name → upstream, all sessions
 	trusted  map[string]*mcp.ToolAnnotations // tools of trusted upstreams, by downstream name
 	follow   func(*policy.Policy)            // the engine's SetPolicy, when annotations are followed
@@ -280,6 +280,7 @@ func (p *Proxy) reaper() {
 		for _, ss := range gone {
 			p.endSession(ss)
 		}
+		p.reapIdle()
 	}
 }
 
@@ -296,10 +297,20 @@ func (p *Proxy) Close() error {
 	for ss := range p.sessions {
 		all = append(all, ss)
 	}
+	var own []*session
+	for id, s := range p.byID {
+		if s.ss == nil {
+			own = append(own, s)
+			delete(p.byID, id)
+		}
+	}
 	p.mu.Unlock()
 	for _, ss := range all {
 		ss.Close()
 		p.endSession(ss)
+	}
+	for _, s := range own {
+		s.close()
 	}
 	p.cancel()
 	p.wg.Wait()
@@ -327,10 +338,64 @@ func (p *Proxy) sessionFor(ss *mcp.ServerSession) (*session, error) {
 	return s, nil
 }
 
-func (p *Proxy) sessionByID(id string) *session {
+// callSession returns the session a call of engine session id runs in:
+// the MCP client's session of that id, else the proxy's own session for
+// id, started on first use. An upstream connection belongs to ahead's
+// session, whichever front opened it: a session of the HTTP API calling an
+// MCP tool gets its own upstream connections, as an MCP client's session
+// does, and keeps them until EndSession (the engine dropping the session:
+// DELETE, idle timeout) or until it has had no call for SessionTimeout
+// (the reaper: the bound for a speculative call racing with the session's
+// end). Such sessions are at most the engine's sessions, plus those
+// racing with their end.
+func (p *Proxy) callSession(id string) (*session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.byID[id]
+	if s, ok := p.byID[id]; ok {
+		s.used = p.now()
+		return s, nil
+	}
+	if p.closed {
+		return nil, fmt.Errorf("session %q: %w", id, errSessionGone)
+	}
+	s := newSession(p, id, nil)
+	s.used = p.now()
+	p.byID[id] = s
+	p.log.Debug("upstream connections opened for a session without an MCP client", "session", id)
+	return s, nil
+}
+
+// EndSession ends the proxy's own session id (see callSession): its
+// upstream connections close. An MCP client's session ends with the
+// client, not here; an unknown id does nothing.
+func (p *Proxy) EndSession(id string) {
+	p.mu.Lock()
+	s, ok := p.byID[id]
+	if ok && s.ss == nil {
+		delete(p.byID, id)
+	}
+	p.mu.Unlock()
+	if ok && s.ss == nil {
+		s.close()
+	}
+}
+
+// reapIdle ends the proxy's own sessions with no call in flight and none
+// for SessionTimeout.
+func (p *Proxy) reapIdle() {
+	now := p.now()
+	var idle []*session
+	p.mu.Lock()
+	for id, s := range p.byID {
+		if s.ss == nil && now.Sub(s.used) >= p.opts.SessionTimeout && !s.busy() {
+			delete(p.byID, id)
+			idle = append(idle, s)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range idle {
+		s.close()
+	}
 }
 
 // endSession drops a downstream session: its speculative work in the

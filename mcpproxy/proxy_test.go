@@ -412,8 +412,22 @@ func TestWarmupRestartsItsSessionOnly(t *testing.T) {
 	if after != before+1 {
 		t.Errorf("warm-up made %d upstream connections, want 1 (its own session's)", after-before)
 	}
-	if err := b.Warmup(t.Context(), backend.Request{Session: "no-such-session", Tool: "read"}); err == nil {
-		t.Error("Warmup of an unknown session succeeded")
+	// A session no MCP client has (the HTTP API's) warms up its own
+	// connection (issue 27), which ends with the session.
+	if err := b.Warmup(t.Context(), backend.Request{Session: "api-session", Tool: "read"}); err != nil {
+		t.Errorf("Warmup of an HTTP API session: %v", err)
+	}
+	r.up.mu.Lock()
+	if n := r.up.connects - after; n != 1 {
+		t.Errorf("warm-up of an HTTP API session made %d upstream connections, want 1", n)
+	}
+	r.up.mu.Unlock()
+	r.proxy.EndSession("api-session")
+	r.proxy.mu.Lock()
+	_, kept := r.proxy.byID["api-session"]
+	r.proxy.mu.Unlock()
+	if kept {
+		t.Error("EndSession kept the HTTP API session")
 	}
 }
 

@@ -7,17 +7,20 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// session is one downstream session: its engine session id, and its own
-// connection (slot) to every upstream.
+// session is one engine session: its id, its downstream MCP session (nil
+// for a session of another front, such as the HTTP API: see
+// Proxy.callSession), and its own connection (slot) to every upstream.
 type session struct {
 	p     *Proxy
 	id    string
-	ss    *mcp.ServerSession
-	slots []*slot // one per upstream, in configuration order
+	ss    *mcp.ServerSession // nil: no MCP client behind the session
+	slots []*slot            // one per upstream, in configuration order
+	used  time.Time          // the last call (proxy's own sessions); protected by p.mu
 
 	mu        sync.Mutex // protects everything below
 	init      *mcp.InitializeParams
@@ -43,6 +46,20 @@ func newSession(p *Proxy, id string, ss *mcp.ServerSession) *session {
 	return s
 }
 
+// busy reports whether a call is in flight on one of the session's
+// upstream connections.
+func (s *session) busy() bool {
+	for _, sl := range s.slots {
+		sl.mu.Lock()
+		n := sl.authCalls + sl.specCalls
+		sl.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *session) close() {
 	for _, sl := range s.slots {
 		sl.close()
@@ -59,7 +76,7 @@ func (s *session) setInit(p *mcp.InitializeParams) {
 func (s *session) initParams() *mcp.InitializeParams {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.init != nil {
+	if s.init != nil || s.ss == nil {
 		return s.init
 	}
 	return s.ss.InitializeParams()
@@ -170,6 +187,9 @@ func (s *session) newClient(sl *slot) *mcp.Client {
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			// The upstream request carries the agent's own progress
 			// token, so the notification goes back unchanged.
+			if ss == nil {
+				return
+			}
 			rctx, cancel := s.relate(ctx, req.Params.ProgressToken)
 			defer cancel()
 			if err := ss.NotifyProgress(rctx, req.Params); err != nil {
@@ -177,6 +197,9 @@ func (s *session) newClient(sl *slot) *mcp.Client {
 			}
 		},
 		ElicitationCompleteHandler: func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			if ss == nil {
+				return
+			}
 			if err := ss.NotifyElicitationComplete(context.Background(), req.Params); err != nil {
 				s.p.log.Debug("forwarding elicitation complete", "session", s.id, "err", err)
 			}
@@ -275,6 +298,9 @@ func (s *session) upstreamChanged(up *upstream, what int) {
 
 // notify sends a notification to the agent, as is.
 func (s *session) notify(ctx context.Context, method string, params mcp.Params) {
+	if s.ss == nil {
+		return // nobody to tell: the session's calls list the tools again themselves
+	}
 	if err := notifyRaw(ctx, s.ss, method, params); err != nil {
 		s.p.log.Debug("notifying downstream", "session", s.id, "method", method, "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -94,5 +95,87 @@ func TestServeMCP(t *testing.T) {
 	}
 	if len(calls) != 1 || calls[0] != `list_directory{"path":"/src"}` {
 		t.Errorf("recorded %q, want the one call", calls)
+	}
+}
+
+// TestHTTPAPICallsMCPTool calls an MCP upstream's tool through the HTTP
+// API under a session name no MCP client has (issue 27): the session gets
+// its own upstream connection, reused by its next call and closed when the
+// session ends; a tool no upstream lists is 404 and gets no stats entry.
+func TestHTTPAPICallsMCPTool(t *testing.T) {
+	up := fsUpstream(t)
+	conns := make(chan *mcp.ServerSession, 4)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fakefs", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_directory"}, func(_ context.Context, _ *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "[FILE] " + a.Path + "/README.md"}}}, nil, nil
+	})
+	up.Transport = func() (mcp.Transport, error) {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(context.Background(), st, nil)
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { ss.Close() })
+		conns <- ss
+		return ct, nil
+	}
+	cfg, err := (&config.Loader{Dir: t.TempDir()}).Parse("a.yaml", []byte("listen: 127.0.0.1:0\nmcpServers: {fs: {command: unused}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Upstreams = []mcpproxy.Upstream{up}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { // owned: joined below
+		done <- Run(ctx, cfg, &Options{Logger: slog.New(addrHandler{addr})})
+	}()
+	var url string
+	select {
+	case url = <-addr:
+	case err := <-done:
+		t.Fatalf("Run returned before listening: %v", err)
+	}
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), method, url+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	for i, path := range []string{"/src", "/doc"} {
+		code, body := do("POST", "/v1/sessions/run-1/calls", `{"tool": "list_directory", "args": {"path": "`+path+`"}}`)
+		if code != http.StatusOK || !strings.Contains(body, `[FILE] `+path+`/README.md`) {
+			t.Fatalf("call %d of an MCP tool through the HTTP API: %d %s, want 200 and the upstream's answer", i, code, body)
+		}
+	}
+	ss := <-conns
+	if len(conns) != 0 {
+		t.Errorf("%d upstream connections for one session, want 1 (reused)", 1+len(conns))
+	}
+	if code, body := do("POST", "/v1/sessions/run-1/calls", `{"tool": "no_such_tool", "args": {}}`); code != http.StatusNotFound {
+		t.Errorf("a tool no upstream lists: %d %s, want 404", code, body)
+	}
+	if _, body := do("GET", "/v1/stats", ""); strings.Contains(body, "no_such_tool") || !strings.Contains(body, "list_directory") {
+		t.Errorf("/v1/stats = %s, want list_directory and no entry for the unknown tool", body)
+	}
+	if code, body := do("DELETE", "/v1/sessions/run-1", ""); code != http.StatusNoContent {
+		t.Errorf("DELETE: %d %s", code, body)
+	}
+	// The session's end closes its upstream connection: the upstream's
+	// side of it ends (Wait returns, with the closed pipe) while Run goes
+	// on.
+	ss.Wait()
+	if code, _ := do("GET", "/healthz", ""); code != http.StatusOK {
+		t.Errorf("healthz after DELETE: %d", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

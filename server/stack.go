@@ -162,6 +162,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	if st.fleet != nil {
 		eo.Fleet = st.fleet
 	}
+	if st.mcp != nil {
+		// An HTTP API session's upstream connections end with the
+		// session (mcpproxy.Proxy.EndSession).
+		eo.SessionEnded = st.mcp.EndSession
+	}
 	st.eng = engine.New(eo)
 	if st.fleet != nil {
 		st.fleet.Start(st.eng)
