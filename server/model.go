@@ -75,6 +75,5 @@ func newGateway(l *config.LLM, eng *engine.Engine, linker *gateway.Linker, logge
 	if err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	logger.Info("ahead serve: model gateway", "openai", l.OpenAI, "anthropic", l.Anthropic)
 	return gw, nil
 }

@@ -138,8 +138,12 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }() // owned: joined below on every path
-	logger.Info("ahead serve: listening", "addr", "http://"+ln.Addr().String(),
+	base := "http://" + ln.Addr().String()
+	logger.Info("ahead serve: listening", "addr", base,
 		"backends", len(st.backends), "patterns", st.Patterns(), "traces", tracesDir(cfg))
+	for _, u := range servedURLs(base, cfg, st.mcp != nil) {
+		logger.Info("ahead serve: "+u.what, "url", u.url)
+	}
 
 	select {
 	case err := <-served:
@@ -172,6 +176,30 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	<-served // http.ErrServerClosed
 	logger.Info("ahead serve: stopped")
 	return nil
+}
+
+// servedURL is a URL Run serves and what it serves there.
+type servedURL struct{ what, url string }
+
+// servedURLs are the URLs a client is given (issue 27: a user of the MCP
+// drop-in looked for the /mcp URL in vain), base being http://HOST:PORT:
+// the tool API, MCP when there are MCP servers, and the base URLs of the
+// model gateway for the SDKs of the configured model APIs, with where it
+// relays them.
+func servedURLs(base string, cfg *config.Config, mcp bool) []servedURL {
+	us := []servedURL{{"tool API (POST /v1/sessions/{session}/calls)", base + "/v1"}}
+	if mcp {
+		us = append(us, servedURL{"MCP over streamable HTTP", base + "/mcp"})
+	}
+	if l := cfg.LLM; l != nil {
+		if l.OpenAI != "" {
+			us = append(us, servedURL{"OpenAI base URL for agents (relayed to " + l.OpenAI + ")", base + "/v1"})
+		}
+		if l.Anthropic != "" {
+			us = append(us, servedURL{"Anthropic base URL for agents (relayed to " + l.Anthropic + ")", base})
+		}
+	}
+	return us
 }
 
 func tracesDir(cfg *config.Config) string {

@@ -87,3 +87,37 @@ backends: {web: {http: {url: "`+tools.URL+`/tools/{tool}"}}}
 		t.Errorf("summary %q does not count the call", summary.String())
 	}
 }
+
+// TestServedURLs checks the URLs ahead serve announces at start (issue
+// 27): the tool API always, /mcp only with MCP servers, and the gateway's
+// base URL of each configured model API only.
+func TestServedURLs(t *testing.T) {
+	base := "http://127.0.0.1:7777"
+	for _, tc := range []struct {
+		name string
+		cfg  config.Config
+		mcp  bool
+		want []string
+	}{
+		{"api only", config.Config{}, false, []string{base + "/v1"}},
+		{"mcp", config.Config{}, true, []string{base + "/v1", base + "/mcp"}},
+		{"anthropic only", config.Config{LLM: &config.LLM{Anthropic: "https://api.anthropic.com"}}, false, []string{base + "/v1", base}},
+		{"both", config.Config{LLM: &config.LLM{OpenAI: "https://api.openai.com/v1", Anthropic: "https://api.anthropic.com"}}, true,
+			[]string{base + "/v1", base + "/mcp", base + "/v1", base}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			var text strings.Builder
+			for _, u := range servedURLs(base, &tc.cfg, tc.mcp) {
+				got = append(got, u.url)
+				text.WriteString(u.what + " ")
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("URLs %q, want %q", got, tc.want)
+			}
+			if tc.cfg.LLM != nil && tc.cfg.LLM.OpenAI == "" && strings.Contains(text.String(), "OpenAI") {
+				t.Errorf("OpenAI announced without an openai upstream: %s", text.String())
+			}
+		})
+	}
+}
