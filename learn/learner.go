@@ -61,15 +61,19 @@ type Learner struct {
 	cur  atomic.Pointer[pattern.Online]
 	conv relearnt // the conversation model, relearnt beside the patterns
 
-	mu     sync.Mutex // protects the fields below, and the swap of cur
-	log    map[string][]trace.Event
-	order  []string // sessions in log, oldest first
-	live   map[string]bool
-	kept   map[string]int64 // keptSize of each session's log
-	calls  int
-	bytes  int64 // the sum of kept
-	dirty  bool  // calls observed since the last Relearn
-	saveMu sync.Mutex
+	mu    sync.Mutex // protects the fields below, and the swap of cur
+	log   map[string][]trace.Event
+	order []string // sessions in log, oldest first
+	live  map[string]bool
+	kept  map[string]int64 // keptSize of each session's log
+	calls int
+	bytes int64 // the sum of kept
+	dirty bool  // calls observed since the last Relearn
+	// What the pool's header says it was learnt from (see headerLocked).
+	base      pattern.Mined // the pool's header at start
+	seen      pattern.Mined // sessions and calls observed since (Sessions, Calls)
+	lastMined pattern.Mined // the input of the latest mining (Sessions, Calls)
+	saveMu    sync.Mutex
 }
 
 var _ interface {
@@ -81,7 +85,7 @@ var _ interface {
 // NewLearner returns a Learner starting from pool (which may have no
 // patterns). opts may be nil.
 func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
-	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64)}
+	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64), base: pool.Mined}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -155,7 +159,11 @@ func keptSize(ev *trace.Event) int64 {
 func (l *Learner) keep(ev trace.Event) {
 	if _, ok := l.log[ev.Session]; !ok {
 		l.order = append(l.order, ev.Session)
+		// A session dropped from the log (MaxCalls) that calls again
+		// counts twice: the log's bound keeps such sessions rare.
+		l.seen.Sessions++
 	}
+	l.seen.Calls++
 	l.log[ev.Session] = append(l.log[ev.Session], ev)
 	n := keptSize(&ev)
 	l.kept[ev.Session] += n
@@ -230,8 +238,25 @@ func (l *Learner) Forget(session string) {
 // Patterns returns the number of patterns served.
 func (l *Learner) Patterns() int { return l.cur.Load().Len() }
 
-// Snapshot returns the pool served, with the counts learnt so far.
-func (l *Learner) Snapshot() *pattern.Pool { return l.cur.Load().Snapshot() }
+// Snapshot returns the pool served, with the counts learnt so far and a
+// header that says what they were learnt from (see header).
+func (l *Learner) Snapshot() *pattern.Pool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.cur.Load().Snapshot()
+	p.Mined.Sessions, p.Mined.Calls = l.headerLocked()
+	return p
+}
+
+// headerLocked returns the sessions and calls the pool was learnt from,
+// for its header (issue 27: merging kept the first mining's, so after ten
+// learning sessions the pool still said "mined from 1 sessions"): those
+// of the pool it started from plus those observed since, or the input of
+// the latest mining if larger (recordings of runs that did not learn into
+// this pool).
+func (l *Learner) headerLocked() (sessions, calls int) {
+	return max(l.base.Sessions+l.seen.Sessions, l.lastMined.Sessions), max(l.base.Calls+l.seen.Calls, l.lastMined.Calls)
+}
 
 // Relearn mines the calls observed (if any arrived since the last time),
 // adds the patterns the pool lacks, and serves the result. It returns how
@@ -298,6 +323,7 @@ func (l *Learner) Relearn() (int, error) {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lastMined.Sessions, l.lastMined.Calls = mined.Mined.Sessions, mined.Mined.Calls
 	old := l.cur.Load()
 	// Counts learnt while mining are in this snapshot, not in base.
 	merged, err := pattern.Merge(old.Snapshot(), mined)
@@ -344,7 +370,7 @@ func (l *Learner) Checkpoint(path string) error {
 	} else if added > 0 {
 		l.opts.Logger.Info("patterns: learnt new patterns", "added", added, "patterns", l.Patterns())
 	}
-	return l.cur.Load().Snapshot().Save(path)
+	return l.Snapshot().Save(path)
 }
 
 // SessionBytes is what the Learner keeps for the session: the served

@@ -3,6 +3,7 @@ package learn
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -109,9 +110,14 @@ func TestLearnerKeepsCounts(t *testing.T) {
 // that fails is counted (and logged), not dropped.
 func TestServedCountsCheckpointFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bad := filepath.Join(t.TempDir(), "no-such-dir", "pool.json")
+		dir := filepath.Join(t.TempDir(), "gone")
+		bad := filepath.Join(dir, "pool.json")
 		s, err := Open(bad, &Options{Learn: true, Checkpoint: bad, CheckpointEvery: time.Minute})
 		if err != nil {
+			t.Fatal(err)
+		}
+		// Open made the folder; someone removes it while ahead runs.
+		if err := os.Remove(dir); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3*time.Minute + time.Second)
@@ -271,4 +277,66 @@ func TestLearnerKeptHeap(t *testing.T) {
 		t.Errorf("heap grew %d MiB with the Learner's calls kept, want at most %d MiB", grown>>20, limit>>20)
 	}
 	runtime.KeepAlive(l)
+}
+
+// TestServedMakesCheckpointFolder is issue 27's pool in a new folder: the
+// folder is made at start, so what is learnt is written at Close; a
+// folder that cannot be made (its parent is a file) fails the start.
+func TestServedMakesCheckpointFolder(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, "some", "new", "dir", "pool.json")
+	s, err := Open(path, &Options{Learn: true, Checkpoint: path, CheckpointEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		listThenRead(s, fmt.Sprint("s", i), i)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close (the final checkpoint): %v", err)
+	}
+	if _, err := pattern.Load(path); err != nil {
+		t.Errorf("the pool learnt into a new folder: %v", err)
+	}
+
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	under := filepath.Join(file, "pool.json")
+	if _, err := Open(under, &Options{Learn: true, Checkpoint: under}); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("Open with a pool under a file: %v, want an error naming it", err)
+	}
+}
+
+// TestLearnerHeaderAfterMerges is issue 27's stale header: ahead mcp
+// learns one session per run into the same pool file; after eleven runs
+// the pool says it was learnt from eleven sessions, not from the first
+// run's one (merging used to keep the first mining's header).
+func TestLearnerHeaderAfterMerges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pool.json")
+	for i := range 11 {
+		pool := EmptyPool()
+		if i > 0 {
+			var err error
+			if pool, err = pattern.Load(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := NewLearner(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listThenRead(l, fmt.Sprint("run", i), i)
+		if err := l.Checkpoint(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := pattern.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool.Mined.Sessions != 11 || pool.Mined.Calls != 22 {
+		t.Errorf("after 11 runs of one session: header says %d sessions, %d calls, want 11, 22", pool.Mined.Sessions, pool.Mined.Calls)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,6 +112,15 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 		o = *opts
 	}
 	log := logger(o.Logger)
+	if o.Learn && o.Checkpoint != "" {
+		// The checkpoint's folder is made now, as the traces' is (issue
+		// 27: a pool in a folder that did not exist lost everything
+		// learnt, at every checkpoint), and a folder that cannot be made
+		// fails the start rather than every checkpoint.
+		if err := os.MkdirAll(filepath.Dir(o.Checkpoint), 0o755); err != nil {
+			return nil, fmt.Errorf("patterns: the checkpoint's folder: %w", err)
+		}
+	}
 	p := &Predictor{stop: func() {}, every: o.RelearnEvery}
 	var part predict.Predictor
 	if o.Learn {
