@@ -262,7 +262,7 @@ func TestTracesImport(t *testing.T) {
  {"role":"assistant","tool_calls":[{"id":"x","type":"function","function":{"name":"get_order","arguments":"{\"id\": 7}"}}]},
  {"role":"tool","tool_call_id":"x","content":"{\"status\": \"shipped\"}"}]}`), 0o644)
 	out := filepath.Join(dir, "out.jsonl.gz")
-	ss := runImport(t, "openai", in, out, "1 sessions, 1 calls")
+	ss := runImport(t, "openai", in, out, "1 session, 1 call")
 	if len(ss) != 1 || ss[0].ID != "c1" || len(ss[0].Events) != 1 || ss[0].Events[0].Output != `{"status": "shipped"}` || string(ss[0].Events[0].Args) != `{"id":7}` {
 		t.Errorf("imported: %+v", ss)
 	}

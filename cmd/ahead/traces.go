@@ -37,17 +37,17 @@ var importers = map[string]func(string, []byte, *trace.ImportOptions, *trace.Imp
 }
 
 func runTraces(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] != "import" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fs := newFlagSet(e, "traces", "traces import --from openai|responses|anthropic FILE... -o OUT.jsonl.gz", tracesHelp)
-			return parseFlags(fs, args)
-		}
-		return usageErr("want the subcommand import")
-	}
 	fs := newFlagSet(e, "traces import", "traces import --from openai|responses|anthropic FILE... -o OUT.jsonl.gz", tracesHelp)
 	from := fs.String("from", "", "input format: openai, responses or anthropic (required)")
 	out := fs.String("o", "", "output trace file (required; .gz compresses, - is stdout)")
 	skipBad := fs.Bool("skip-bad", false, "skip calls whose arguments are not a JSON object (counted) instead of failing")
+	if len(args) == 0 || args[0] != "import" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			// The help of the one subcommand, with its flags.
+			return parseFlags(fs, args)
+		}
+		return usageErr("want the subcommand import")
+	}
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -71,11 +71,26 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		calls := stats.Calls + stats.Bad
 		evs, err := importFile(name, data, &trace.ImportOptions{SkipBad: *skipBad}, &stats)
 		if err != nil {
+			if looks := trace.Sniff(data); looks != "" && !sameImporter(looks, *from) {
+				return fmt.Errorf("%w (read as --from %s; the file looks like %s transcripts: try --from %s)", err, *from, looks, looks)
+			}
 			return err
 		}
+		// A file of another format reads as conversations without calls
+		// (issue 27): say so rather than write a trace nothing can mine.
+		if stats.Calls+stats.Bad == calls {
+			if looks := trace.Sniff(data); looks != "" && !sameImporter(looks, *from) {
+				return fmt.Errorf("%s: no tool calls found reading it as --from %s; it looks like %s transcripts (try --from %s)", name, *from, looks, looks)
+			}
+		}
 		events = append(events, evs...)
+	}
+	if stats.Calls+stats.Bad == 0 {
+		return fmt.Errorf("no tool calls found in %s read as --from %s (%d %s, %d %s): nothing to mine",
+			plural(fs.NArg(), "file"), *from, stats.Sessions, noun(stats.Sessions, "session"), stats.Messages, noun(stats.Messages, "message"))
 	}
 	if err := writeTrace(e, *out, events); err != nil {
 		return err
@@ -84,7 +99,8 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 	if *out == "-" {
 		w = e.stderr
 	}
-	fmt.Fprintf(w, "imported %d files: %d sessions, %d calls, %d messages → %s\n", fs.NArg(), stats.Sessions, stats.Calls, stats.Messages, *out)
+	fmt.Fprintf(w, "imported %s: %s, %s, %s → %s\n", plural(fs.NArg(), "file"), plural(stats.Sessions, "session"),
+		plural(stats.Calls, "call"), plural(stats.Messages, "message"), *out)
 	if stats.Unanswered > 0 || stats.Orphans > 0 || stats.Bad > 0 {
 		fmt.Fprintf(w, "left out: %d calls without a result, %d results without a call, %d calls with malformed arguments\n",
 			stats.Unanswered, stats.Orphans, stats.Bad)
@@ -99,4 +115,21 @@ func writeTrace(e *env, name string, events []trace.Event) error {
 		return trace.Encode(e.stdout, events, false)
 	}
 	return trace.WriteFile(name, events)
+}
+
+// sameImporter reports whether --from from reads the format Sniff named:
+// the openai importer reads Responses items too.
+func sameImporter(sniffed, from string) bool {
+	return sniffed == from || sniffed != trace.FormatAnthropic && from != trace.FormatAnthropic
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, word string) string { return fmt.Sprintf("%d %s", n, noun(n, word)) }
+
+// noun is word, with an s unless n is 1.
+func noun(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
