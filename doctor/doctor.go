@@ -1,8 +1,9 @@
 // Package doctor checks an ahead configuration before it is served: that
 // its HTTP backends answer connections, its commands exist, its MCP
-// upstreams start and list their tools, that the policy names tools the
-// backends serve, that the pattern pool loads, and what would be
-// speculated (ahead doctor). It runs nothing but the MCP upstreams'
+// upstreams start and list their tools, that the model APIs of the llm
+// block and the speculator's answer connections, that the policy names
+// tools the backends serve, that the pattern pool loads and its folder
+// takes files, and what would be speculated (ahead doctor). It runs nothing but the MCP upstreams'
 // start-up and tools/list, and no tool.
 package doctor
 
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -175,7 +177,11 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 		checkFleet(ctx, cfg.Fleet, o.Timeout, add)
 	}
 
+	checkModels(ctx, cfg, o, add)
 	if cfg.Patterns != nil {
+		if cfg.Patterns.Learn {
+			checkFolder(cfg.Patterns.Checkpoint, add)
+		}
 		p, err := pattern.Load(cfg.Patterns.Pool)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && cfg.Patterns.Learn:
@@ -195,9 +201,92 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 			}
 		}
 	} else {
-		add(Warn, "patterns", "no patterns: nothing is predicted (set patterns: FILE; it may not exist yet)")
+		// Without a pool, what the model's stream completes (the
+		// gateway) and the speculator's guesses are still predictions.
+		var others []string
+		if cfg.LLM != nil {
+			others = append(others, "the calls complete in the model's stream (llm)")
+		}
+		if cfg.Speculator != nil {
+			others = append(others, "the speculator's guesses")
+		}
+		if len(others) > 0 {
+			add(OK, "patterns", "none: only %s are predicted (set patterns: FILE to learn the agents' patterns too)", strings.Join(others, " and "))
+		} else {
+			add(Warn, "patterns", "no patterns: nothing is predicted (set patterns: FILE; it may not exist yet)")
+		}
 	}
 	return r
+}
+
+// checkFolder checks that the folder of the pool's checkpoint exists and
+// takes files, or can be made: ahead makes it at start (issue 27).
+func checkFolder(file string, add func(Severity, string, string, ...any)) {
+	dir := filepath.Dir(file)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// The nearest folder that exists must be a folder.
+		up := dir
+		for {
+			next := filepath.Dir(up)
+			if next == up {
+				break
+			}
+			up = next
+			if fi, err := os.Stat(up); err == nil {
+				if !fi.IsDir() {
+					add(Fail, "patterns", "the checkpoint's folder %s cannot be made: %s is not a folder", dir, up)
+					return
+				}
+				break
+			}
+		}
+		add(OK, "patterns", "the checkpoint's folder %s does not exist yet: ahead makes it at start", dir)
+	case err != nil:
+		add(Fail, "patterns", "the checkpoint's folder: %v", err)
+	case !fi.IsDir():
+		add(Fail, "patterns", "the checkpoint's folder %s is not a folder", dir)
+	default:
+		// Saves write a temporary file there and rename it: try one.
+		f, err := os.CreateTemp(dir, ".ahead-doctor-*")
+		if err != nil {
+			add(Fail, "patterns", "the checkpoint's folder %s takes no files: %v", dir, err)
+			return
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+}
+
+// checkModels checks the llm block (the model APIs the gateway relays to)
+// and the speculator block: that their hosts accept connections and that
+// the speculator's API key is set. Nothing is sent to a model.
+func checkModels(ctx context.Context, cfg *config.Config, o Options, add func(Severity, string, string, ...any)) {
+	if l := cfg.LLM; l != nil {
+		for _, m := range []struct{ name, url string }{{"openai", l.OpenAI}, {"anthropic", l.Anthropic}} {
+			if m.url == "" {
+				continue
+			}
+			if err := dialHTTP(ctx, m.url, o); err != nil {
+				add(Fail, "llm "+m.name, "%s unreachable: %v", m.url, err)
+			} else {
+				add(OK, "llm "+m.name, "%s accepts connections; agents use ahead's %s as their base URL", hostOf(m.url), map[string]string{"openai": "/v1", "anthropic": "root"}[m.name])
+			}
+		}
+	}
+	if sp := cfg.Speculator; sp != nil {
+		if sp.APIKeyEnv != "" {
+			if v, ok := os.LookupEnv(sp.APIKeyEnv); !ok || v == "" {
+				add(Fail, "speculator", "api_key_env: environment variable %s is not set", sp.APIKeyEnv)
+			}
+		}
+		if err := dialHTTP(ctx, sp.BaseURL, o); err != nil {
+			add(Fail, "speculator", "%s unreachable: %v", sp.BaseURL, err)
+		} else {
+			add(OK, "speculator", "%s accepts connections (model %s; conversation text is sent there)", hostOf(sp.BaseURL), sp.Model)
+		}
+	}
 }
 
 // checkPolicy reports rules that name no tool the backends serve: a typo

@@ -79,3 +79,72 @@ speculation_policy:
 		t.Errorf("last tool %+v, want search at full", got)
 	}
 }
+
+// TestCheckReadsEveryBlock is issue 27's doctor: it checks the llm and
+// speculator blocks, the folder a learning pool is saved to, and does not
+// warn that nothing is predicted when the model's stream predicts.
+func TestCheckReadsEveryBlock(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "afile"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(yaml string) map[string][]Finding {
+		t.Helper()
+		file := filepath.Join(dir, "ahead.yaml")
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string][]Finding{}
+		for _, f := range Check(t.Context(), cfg, nil).Findings {
+			by[f.Subject] = append(by[f.Subject], f)
+		}
+		return by
+	}
+	has := func(fs []Finding, sev Severity, text string) bool {
+		for _, f := range fs {
+			if f.Severity == sev && strings.Contains(f.Message, text) {
+				return true
+			}
+		}
+		return false
+	}
+	t.Setenv("AHEAD_TEST_UNSET_KEY", "")
+	by := check(fmt.Sprintf(`llm: {anthropic: {base_url: %q}}
+speculator: {base_url: "http://%s/v1", model: m, api_key_env: AHEAD_TEST_UNSET_KEY}
+backends: {web: {http: {url: "%s/{tool}"}, tools: [search]}}
+`, up.URL, down, up.URL))
+	if !has(by["llm anthropic"], OK, "accepts connections") || len(by["llm openai"]) != 0 {
+		t.Errorf("llm findings %+v %+v, want anthropic ok and nothing of openai", by["llm anthropic"], by["llm openai"])
+	}
+	if !has(by["speculator"], Fail, "AHEAD_TEST_UNSET_KEY is not set") || !has(by["speculator"], Fail, "unreachable") {
+		t.Errorf("speculator findings %+v, want the unset key and the unreachable host", by["speculator"])
+	}
+	if has(by["patterns"], Warn, "nothing is predicted") || !has(by["patterns"], OK, "model's stream") {
+		t.Errorf("patterns findings %+v: with an llm block, the stream predicts", by["patterns"])
+	}
+
+	by = check(`patterns: ./some/new/dir/pool.json
+backends: {web: {http: {url: "` + up.URL + `/{tool}"}, tools: [search]}}
+`)
+	if !has(by["patterns"], OK, "ahead makes it at start") {
+		t.Errorf("patterns findings %+v, want the new folder noted", by["patterns"])
+	}
+	by = check(`patterns: ./afile/pool.json
+backends: {web: {http: {url: "` + up.URL + `/{tool}"}, tools: [search]}}
+`)
+	if !has(by["patterns"], Fail, "not a folder") {
+		t.Errorf("patterns findings %+v, want a failure: the folder's parent is a file", by["patterns"])
+	}
+}
