@@ -47,8 +47,8 @@ func TestMCPConfigErrors(t *testing.T) {
 		{"policy only, no upstream", "speculation_policy: {default: {allow: false}}\n", nil, 2,
 			"ahead mcp: usage error: no MCP server: give one after -- (ahead mcp -- npx -y SERVER ...) or in --config\n" +
 				"usage: ahead mcp [flags] [-- COMMAND ARGS...] (see ahead mcp --help)\n"},
-		{"name taken by the command's upstream", "mcpServers: {npx: {command: x}}\n", []string{"--", "npx", "server"}, 2,
-			`ahead mcp: usage error: the command's upstream is named "npx", like one in FILE: rename that one` + "\n" +
+		{"name taken by the command's upstream", "mcpServers: {server: {command: x}}\n", []string{"--", "npx", "server"}, 2,
+			`ahead mcp: usage error: the command's upstream is named "server", like one in FILE: rename that one` + "\n" +
 				"usage: ahead mcp [flags] [-- COMMAND ARGS...] (see ahead mcp --help)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
