@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -15,8 +16,11 @@ import (
 // StatsFromTraces computes, from recorded traces, the figures /v1/stats
 // gives for a running server: the agents' calls by source (their call
 // lines), and the speculative executions by outcome (speculative lines).
-// Saved time is the run time of the speculative executions that served a
-// call (reused or promoted), as the engine counts it. Sessions, entries
+// Saved time is counted as the engine counts it (issue 27: ahead stats and
+// the exit summary of the same run disagreed): a reused execution saved
+// its whole run time; a promoted one only the part it ran before the
+// agent's call came (its call line's ts minus its speculative line's ts),
+// or its whole run time if the trace lacks the call. Sessions, entries
 // and bytes are a live server's and stay zero; the mean think time is
 // that of the calls that recorded one.
 func StatsFromTraces(events iter.Seq2[trace.Event, error]) (Stats, error) {
@@ -26,6 +30,14 @@ func StatsFromTraces(events iter.Seq2[trace.Event, error]) (Stats, error) {
 		nDur, nThink int
 	}
 	acc := map[string]*means{}
+	// Promoted speculative runs waiting for their call line (recorded
+	// just after theirs, so this holds a handful at any time).
+	type runKey struct{ session, tool, args string }
+	type run struct {
+		start time.Time
+		dur   float64
+	}
+	waiting := map[runKey][]run{}
 	for ev, err := range events {
 		if err != nil {
 			return Stats{}, err
@@ -46,7 +58,11 @@ func StatsFromTraces(events iter.Seq2[trace.Event, error]) (Stats, error) {
 			ts.SpeculativeStarted++
 			st.Outcomes[ev.Outcome]++
 			switch ev.Outcome {
-			case "reused", "promoted":
+			case "promoted":
+				k := runKey{ev.Session, ev.Tool, string(ev.Args)}
+				start, _ := time.Parse(time.RFC3339Nano, ev.TS)
+				waiting[k] = append(waiting[k], run{start, dur})
+			case "reused":
 				st.SavedMS += dur
 				ts.SavedMS += dur
 			case "warmed":
@@ -65,6 +81,18 @@ func StatsFromTraces(events iter.Seq2[trace.Event, error]) (Stats, error) {
 			case "promoted":
 				st.Promoted++
 				ts.Promoted++
+				k := runKey{ev.Session, ev.Tool, string(ev.Args)}
+				if rs := waiting[k]; len(rs) > 0 {
+					saved := rs[0].dur
+					if arrive, err := time.Parse(time.RFC3339Nano, ev.TS); err == nil && !rs[0].start.IsZero() {
+						saved = min(max(float64(arrive.Sub(rs[0].start).Microseconds())/1000, 0), rs[0].dur)
+					}
+					st.SavedMS += saved
+					ts.SavedMS += saved
+					if waiting[k] = rs[1:]; len(waiting[k]) == 0 {
+						delete(waiting, k)
+					}
+				}
 			default: // executed, or a trace from another recorder
 				st.Executed++
 				ts.Executed++
@@ -81,6 +109,14 @@ func StatsFromTraces(events iter.Seq2[trace.Event, error]) (Stats, error) {
 			continue
 		}
 		st.Tools[ev.Tool] = ts
+	}
+	for k, rs := range waiting {
+		for _, r := range rs {
+			st.SavedMS += r.dur
+			ts := st.Tools[k.tool]
+			ts.SavedMS += r.dur
+			st.Tools[k.tool] = ts
+		}
 	}
 	for tool, m := range acc {
 		ts, ok := st.Tools[tool]

@@ -63,3 +63,24 @@ speculative outcomes: expired 1 reused 1
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
 }
+
+// TestStatsFromTracesPromotedSaved: a promoted run saved only what it ran
+// before the agent's call came, as the engine (and the exit summary)
+// counts it (issue 27); a promoted run whose call line is missing counts
+// whole.
+func TestStatsFromTracesPromotedSaved(t *testing.T) {
+	args := json.RawMessage(`{"id":1}`)
+	st, err := StatsFromTraces(events(
+		trace.Event{Kind: trace.KindSpeculative, Session: "a", Tool: "get", Args: args, Speculative: true, Outcome: "promoted",
+			TS: "2026-01-01T00:00:00Z", DurationMS: msp(500)},
+		trace.Event{Session: "a", Tool: "get", Args: args, Source: "promoted", TS: "2026-01-01T00:00:00.2Z", DurationMS: msp(500)},
+		trace.Event{Kind: trace.KindSpeculative, Session: "b", Tool: "get", Args: args, Speculative: true, Outcome: "promoted",
+			TS: "2026-01-01T00:00:00Z", DurationMS: msp(300)},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SavedMS != 200+300 || st.Tools["get"].SavedMS != 500 {
+		t.Errorf("saved %vms (get %vms), want 500: 200 before the call came, and 300 of a run without its call line", st.SavedMS, st.Tools["get"].SavedMS)
+	}
+}
