@@ -219,3 +219,43 @@ func byReason(n map[string]int64) string {
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
 }
+
+// legendModes explains each mode, in the table's order (see the package
+// doc).
+var legendModes = []struct {
+	mode Mode
+	text string
+}{
+	{Serial, "no speculation: the agent waits for every tool (the baseline)"},
+	{Ahead, "the real predictor (patterns and the conversation) under the policy, through the real engine"},
+	{Oracle, "knows every call exactly at the start of its think time, unlimited capacity (the ceiling)"},
+	{Orion, "baseline after ORION: warms up the likely next tools, never runs them"},
+	{SpecFaaS, "baseline after SpecFaaS: runs the likely next tool with its previous arguments"},
+	{AllWrong, "control: predictions that never match (speculation must not slow anyone down)"},
+	{AA, "serial run again (A/A): the noise between two identical runs"},
+}
+
+// WriteLegend explains the table's modes and columns (issue 27: the demo
+// printed modes and a tool column nothing on screen explained).
+func (r *Report) WriteLegend(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("modes\n")
+	for _, l := range legendModes {
+		if r.Mode(l.mode) != nil {
+			fmt.Fprintf(&b, "  %-10s %s\n", l.mode, l.text)
+		}
+	}
+	b.WriteString(`columns
+  mean p50 p95 p99  session time: the agent's think time plus its tool stall
+  stall             total time the agents waited for tools after issuing calls
+  tool              total tool time spent, real and speculative calls (above serial: the cost of speculation)
+  spec/call         speculative executions per real call
+  reused promoted   real calls served by a finished (reused) or running (promoted) speculative execution
+  wasted            speculative executions no call claimed
+  preempted         speculative executions cancelled to free a slot for a real call
+  invalidated       speculative results dropped because a write may have changed them
+  mismatches        results that differ from the recording (must be 0: lossless)
+`)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
