@@ -502,3 +502,28 @@ func TestQueueFullIsAClearError(t *testing.T) {
 		}
 	})
 }
+
+// TestOwnSessionReaped: a session without an MCP client (the HTTP API's)
+// that has had no call for SessionTimeout is ended by the reaper, its
+// upstream connection closed; one with a recent call is kept (issue 27).
+func TestOwnSessionReaped(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	b := r.proxy.Backends()[BackendName("fs")].Backend
+	for _, id := range []string{"old", "recent"} {
+		if _, err := b.Call(t.Context(), backend.Request{Session: id, Tool: "list", Args: []byte(`{}`)}); err != nil {
+			t.Fatalf("call of session %s: %v", id, err)
+		}
+	}
+	r.clock.Add(31 * time.Minute)
+	if _, err := r.proxy.callSession("recent"); err != nil {
+		t.Fatal(err)
+	}
+	r.proxy.reapIdle()
+	r.proxy.mu.Lock()
+	_, old := r.proxy.byID["old"]
+	_, recent := r.proxy.byID["recent"]
+	r.proxy.mu.Unlock()
+	if old || !recent {
+		t.Errorf("after 31 idle minutes: old kept %v, recent kept %v; want false, true", old, recent)
+	}
+}
