@@ -128,8 +128,9 @@ func WriteTable(w io.Writer, p *Pool, o ShowOptions) error {
 			exact++
 		}
 	}
-	fmt.Fprintf(w, "pool: %d patterns (%d with arguments), mined from %d sessions, %d calls (k=%d, σ=%d, τ=%g)\n",
-		len(p.Patterns), exact, p.Mined.Sessions, p.Mined.Calls, p.Mined.MaxContext, p.Mined.MinSupport, p.Mined.MinConfidence)
+	fmt.Fprintf(w, "pool: %s (%d with arguments), mined from %s, %s (k=%d, σ=%d, τ=%g)\n",
+		plural(len(p.Patterns), "pattern"), exact, plural(p.Mined.Sessions, "session"), plural(p.Mined.Calls, "call"),
+		p.Mined.MaxContext, p.Mined.MinSupport, p.Mined.MinConfidence)
 	for _, d := range p.Discriminators {
 		fmt.Fprintf(w, "discriminator: %s by %s of %q (%d values, %.2f bits)\n", d.Tool, d.Kind, d.Arg, len(d.Values), d.Gain)
 	}
@@ -140,4 +141,12 @@ func WriteTable(w io.Writer, p *Pool, o ShowOptions) error {
 		fmt.Fprintf(tw, "%.3f\t%d\t%d\t  %s\n", pt.P, pt.Support, pt.Hits[0], pt.Describe())
 	}
 	return tw.Flush()
+}
+
+// plural is "1 session", "2 sessions".
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

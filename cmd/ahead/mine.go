@@ -95,8 +95,9 @@ func writeMineSummary(w io.Writer, pool *pattern.Pool, stats trace.Stats, sessio
 			exact++
 		}
 	}
-	fmt.Fprintf(w, "mined %d sessions, %d calls: %d patterns kept (%d with arguments), %d discriminators, in %.1fs → %s\n",
-		sessions, calls, len(pool.Patterns), exact, len(pool.Discriminators), took.Seconds(), out)
+	fmt.Fprintf(w, "mined %s, %s: %s kept (%d with arguments), %s, in %.1fs → %s\n",
+		plural(sessions, "session"), plural(calls, "call"), plural(len(pool.Patterns), "pattern"), exact,
+		plural(len(pool.Discriminators), "discriminator"), took.Seconds(), out)
 	if stats.Bad > 0 || stats.Torn > 0 {
 		fmt.Fprintf(w, "skipped %d malformed and %d torn lines\n", stats.Bad, stats.Torn)
 	}
