@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and test of ahead: the command README.md gives and CI runs.
 #   ./test.sh            all checks and tests (race detector on)
+#   AHEAD_RELEASE=1 ./test.sh   also goreleaser check of .goreleaser.yaml
 # It installs the pinned npm packages the MCP end-to-end tests need
 # (testdeps/package-lock.json) on first use; no other network access.
 set -euo pipefail
@@ -31,6 +32,16 @@ go mod tidy -diff
 echo "== go build for windows and darwin"
 GOOS=windows go build ./...
 GOOS=darwin go build ./...
+
+# The release configuration (.goreleaser.yaml) is checked by goreleaser
+# itself only on request: goreleaser is pinned in its own module
+# (tools/release), and building it the first time takes minutes.
+# TestReleaseConfig checks the same promises (targets, static, version
+# stamp, checksums, Dockerfile FROM scratch) in every run.
+if [ "${AHEAD_RELEASE:-}" = 1 ]; then
+	echo "== goreleaser check (AHEAD_RELEASE=1)"
+	go tool -modfile=tools/release/go.mod goreleaser check
+fi
 
 if [ -f testdeps/package-lock.json ]; then
 	echo "== npm packages for end-to-end tests (pinned in testdeps/package-lock.json)"
