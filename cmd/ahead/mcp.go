@@ -4,14 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/server"
+	"github.com/ahead-dev/ahead/starter"
 )
 
 const mcpDescription = `Serve MCP over stdio in front of MCP servers: the upstream given after --
@@ -144,43 +143,5 @@ const (
 // commandUpstream is the upstream given on the command line (ahead mcp,
 // ahead init).
 func commandUpstream(args []string) mcpproxy.Upstream {
-	return mcpproxy.Upstream{Name: serverName(args), Command: args[0], Args: args[1:], Limits: sched.Limits{}}
-}
-
-// launchers run the package or script named by their first argument that
-// is not a flag or a subcommand: the server is named after that (issue
-// 27: ahead init named every npx server "npx").
-var launchers = map[string]bool{
-	"npx": true, "bunx": true, "pnpx": true, "uvx": true, "pipx": true, "pnpm": true, "yarn": true,
-	"node": true, "bun": true, "deno": true, "uv": true, "python": true, "python3": true,
-}
-
-// launcherWords are the subcommands and flags with a value of launchers
-// that come before the package or script (npx --package X, uv run, pnpm
-// dlx, python -m).
-var launcherWords = map[string]bool{"run": true, "dlx": true, "exec": true, "x": true, "tool": true}
-
-// serverName names an MCP server started by the command args: after the
-// package or script a launcher runs (npx -y @scope/server-x@1.2 → server-x,
-// python3 -m mcp_server_git → mcp_server_git, node build/index.js →
-// index), else after the command.
-func serverName(args []string) string {
-	name := filepath.Base(args[0])
-	if !launchers[name] {
-		return name
-	}
-	for _, a := range args[1:] {
-		if strings.HasPrefix(a, "-") || launcherWords[a] {
-			continue
-		}
-		if i := strings.LastIndex(a, "@"); i > 0 {
-			a = a[:i] // a version: @scope/pkg@1.2, pkg@latest
-		}
-		a = strings.TrimSuffix(filepath.Base(a), filepath.Ext(a))
-		if a != "" && a != "." {
-			return a
-		}
-		break
-	}
-	return name
+	return mcpproxy.Upstream{Name: starter.ServerName(args), Command: args[0], Args: args[1:], Limits: sched.Limits{}}
 }
