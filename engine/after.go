@@ -48,7 +48,7 @@ const maxAfter = 16
 // runs. It reports false when the engine is closed (no goroutine may start
 // then): the caller runs the work itself.
 func (e *Engine) afterLocked(s *session, w afterWork) bool {
-	if e.closed {
+	if e.st.closed {
 		return false
 	}
 	s.after = append(s.after, w)
@@ -67,7 +67,7 @@ func (e *Engine) afterLocked(s *session, w afterWork) bool {
 func (e *Engine) predictAfter(s *session) {
 	defer e.wg.Done()
 	for {
-		e.mu.Lock()
+		e.lock()
 		// Work queued before the session was dropped or the engine
 		// closed is still done, as it was when prediction came before
 		// the result: the predictor learns from every result it was
@@ -77,16 +77,16 @@ func (e *Engine) predictAfter(s *session) {
 			s.after = nil
 			s.afterRun = false
 			if s.afterDone != nil {
-				close(s.afterDone)
+				e.st.tail.wake = append(e.st.tail.wake, s.afterDone)
 				s.afterDone = nil
 			}
-			e.mu.Unlock()
+			e.unlock()
 			return
 		}
 		w := s.after[0]
 		s.after[0] = afterWork{} // the event's output may be large
 		s.after = s.after[1:]
-		e.mu.Unlock()
+		e.unlock()
 		e.predict(s, w)
 	}
 }
@@ -116,7 +116,7 @@ func (s *session) afterDoneLocked() chan struct{} {
 	return s.afterDone
 }
 
-// waitPredictedLocked waits, with e.mu held on entry and on return, while
+// waitPredictedLocked waits, inside the door (state.go) on entry and on return, while
 // more than max events of session s wait for the predictor (the one it is
 // working on counts). The session may have been dropped and made again
 // meanwhile: it returns the session as it is now. It returns ctx's error
@@ -124,15 +124,15 @@ func (s *session) afterDoneLocked() chan struct{} {
 func (e *Engine) waitPredictedLocked(ctx context.Context, s *session, max int, now time.Time) (*session, error) {
 	for s.afterRun && len(s.after)+1 > max {
 		done := s.afterDoneLocked()
-		e.mu.Unlock()
+		e.unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			e.mu.Lock()
+			e.lock()
 			return s, ctx.Err()
 		}
-		e.mu.Lock()
-		if e.closed {
+		e.lock()
+		if e.st.closed {
 			return s, ErrClosed
 		}
 		s = e.sessionLocked(s.id, now)
@@ -146,14 +146,14 @@ func (e *Engine) waitPredictedLocked(ctx context.Context, s *session, max int, n
 // (each waits for its own session's prediction); it is for tests and
 // tools that look at the engine's state right after an event.
 func (e *Engine) Predicted(ctx context.Context) error {
-	e.mu.Lock()
+	e.lock()
 	var waits []chan struct{}
-	for _, s := range e.sessions {
+	for _, s := range e.st.sessions {
 		if s.afterRun {
 			waits = append(waits, s.afterDoneLocked())
 		}
 	}
-	e.mu.Unlock()
+	e.unlock()
 	for _, done := range waits {
 		select {
 		case <-done:

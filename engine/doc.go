@@ -48,6 +48,35 @@
 //	defer eng.Close()
 //	res, err := eng.Call(ctx, "session-1", "read_file", json.RawMessage(`{"path":"a.txt"}`))
 //
-// All shared state (sessions, speculative entries, learned durations) is
-// guarded by Engine.mu and changed only by the engine's own methods.
+// # Layout
+//
+// All mutable state (sessions, speculative entries, learned durations,
+// counters) is one struct, state, behind one door: it is read and changed
+// only between e.lock() and e.unlock(), and what must follow a change (the
+// records, the predictor forgetting dropped sessions, the metrics, the
+// debug lines, waking those who wait for prediction) is queued in the
+// state's tail and done by unlock once the lock is released (state.go).
+// The other files are the steps a call takes, in order:
+//
+//   - call.go: accept (Call: key, route, link, session, hazard of a write
+//     on arrival, claim) and execute.
+//   - link.go: a session linked to the call's (Join), and the names folded
+//     away.
+//   - after.go: the session's pending prediction, which a call waits for
+//     before it looks for its counterpart.
+//   - hazard.go: invalidation, the one place a write is decided to
+//     invalidate speculative work (on arrival and on completion).
+//   - reuse.go: reuse or promotion, the one place a speculative result is
+//     handed to an authoritative call.
+//   - record.go: finish (account, record) and settle (the end of every
+//     speculative execution).
+//   - speculate.go: the predictions after a result or a message (after.go)
+//     through policy, merge, budget and utility to the scheduler; the
+//     speculative run and its filed result.
+//   - fresh.go: lifetimes (volatile windows, TTLs, refresh, the sweeper).
+//   - memory.go: the memory and session bounds.
+//   - message.go: the conversation side (Message, Offer, ThinkTime).
+//   - session.go, stats.go, calibrate.go, origin.go, metrics.go, spans.go:
+//     what the steps share (sessions and entries, counters, honest p,
+//     origins, Prometheus, OpenTelemetry).
 package engine

@@ -1,13 +1,9 @@
 package engine
 
 import (
-	"container/list"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,34 +280,12 @@ type Engine struct {
 	tracer     oteltrace.Tracer // nil: no spans
 	policy     atomic.Pointer[policy.Policy]
 
-	mu       sync.Mutex // protects everything below
-	sessions map[string]*session
-	shared   map[callkey.Key]*entry // results of shared tools, any session
-	hazards  hazardIndex            // entries other sessions' writes can reach
-	thinks   thinkTimes             // recent think times, for default TTLs
-	disabled rule                   // freshness rules turned off (mutation check only)
-	tools    map[string]*toolStats
-	origins  map[predict.Origin]*OriginStats
-	count    int   // speculative entries, all sessions and shared
-	bytes    int64 // their size
-	// sessBytes is what sessions hold beside their entries (session.own):
-	// with bytes, what MaxBytes bounds.
-	sessBytes int64
-	byUtility entryHeap   // every entry, lowest utility first (memory.go)
-	filed     entryHeap   // entries holding a result, lowest utility first
-	idle      sessionHeap // sessions without a call in flight, least recent first
-	forget    []string    // dropped sessions the predictor must Forget after unlocking
-	totals    Totals
-	pending   []trace.Event // speculative records to write after unlocking
-	tokens    float64       // speculative executions that may start (Amplification)
-	quiet     bool          // Quiesce was called: no new speculation
-	debug     bool          // the logger takes debug lines
-	closed    bool
+	debug bool // the logger takes debug lines
 
-	// folded (under mu) maps the names Join folded away to their fold (in folds,
-	// oldest first): the session each stands for now (link.go).
-	folded map[string]*list.Element
-	folds  *list.List
+	// mu guards st: the engine's state is read and changed only between
+	// e.lock() and e.unlock(), the one door (state.go).
+	mu sync.Mutex
+	st state
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -326,16 +300,10 @@ func New(opts Options) *Engine {
 		routes:     make(map[string]string),
 		perSession: make(map[string]bool),
 		spaces:     make(map[string]policy.PathSpace),
-		sessions:   make(map[string]*session),
-		shared:     make(map[callkey.Key]*entry),
-		tools:      make(map[string]*toolStats),
-		origins:    make(map[predict.Origin]*OriginStats),
 		metrics:    newMetrics(opts.Registerer),
 		stop:       make(chan struct{}),
-		tokens:     opts.AmplificationBurst,
+		st:         newState(opts),
 	}
-	e.byUtility.at = func(en *entry) *int { return &en.utilityAt }
-	e.filed.at = func(en *entry) *int { return &en.filedAt }
 	limits := make(map[string]sched.Limits)
 	var unlisted []string
 	for name, b := range opts.Backends {
@@ -369,16 +337,16 @@ func New(opts Options) *Engine {
 // Close cancels all speculative work, waits for the engine's goroutines and
 // refuses further calls. Authoritative calls in progress finish.
 func (e *Engine) Close() {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	e.lock()
+	if e.st.closed {
+		e.unlock()
 		return
 	}
-	e.closed = true
-	for _, s := range e.sessions {
+	e.st.closed = true
+	for _, s := range e.st.sessions {
 		e.dropSessionLocked(s, OutcomeCancelled)
 	}
-	for _, en := range e.shared {
+	for _, en := range e.st.shared {
 		e.removeLocked(en, OutcomeCancelled)
 	}
 	e.unlock()
@@ -387,7 +355,7 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 	// Speculative runs that were cancelled above have returned now and
 	// settled; write their records.
-	e.mu.Lock()
+	e.lock()
 	e.unlock()
 }
 
@@ -396,19 +364,19 @@ func (e *Engine) Close() {
 // already handed out stay handed out. (The MCP proxy uses it when trusted
 // upstreams announce new tools or annotations.) Nil denies everything.
 func (e *Engine) SetPolicy(p *policy.Policy) {
-	e.mu.Lock()
+	e.lock()
 	e.policy.Store(p)
 	drop := func(en *entry) {
 		if p.Lookup(en.key.Tool).Level() < en.level {
 			e.removeLocked(en, OutcomeCancelled)
 		}
 	}
-	for _, s := range e.sessions {
+	for _, s := range e.st.sessions {
 		for _, en := range s.entries {
 			drop(en)
 		}
 	}
-	for _, en := range e.shared {
+	for _, en := range e.st.shared {
 		drop(en)
 	}
 	e.unlock()
@@ -421,16 +389,16 @@ func (e *Engine) SetPolicy(p *policy.Policy) {
 // shut down: nothing would claim new speculation, and the calls still in
 // flight should not share slots with it.
 func (e *Engine) Quiesce() {
-	e.mu.Lock()
-	e.quiet = true
-	for _, s := range e.sessions {
+	e.lock()
+	e.st.quiet = true
+	for _, s := range e.st.sessions {
 		for _, en := range s.entries {
 			if !en.done {
 				e.removeLocked(en, OutcomeCancelled)
 			}
 		}
 	}
-	for _, en := range e.shared {
+	for _, en := range e.st.shared {
 		if !en.done {
 			e.removeLocked(en, OutcomeCancelled)
 		}
@@ -456,172 +424,4 @@ func (e *Engine) route(tool string) (string, backend.Backend, bool) {
 	}
 	b, ok := e.backends[name]
 	return name, b, ok
-}
-
-// Call serves an authoritative call of tool with args in session: from a
-// completed speculative result (reuse), by promoting a queued or running
-// speculative execution, or by executing it. A tool's own failure is a
-// Result with Status error, not an error; errors are for calls that could
-// not be served (unknown tool, invalid arguments, backend unreachable,
-// ctx done).
-func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.RawMessage) (Result, error) {
-	key, err := callkey.Make(tool, args)
-	if err != nil {
-		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
-	}
-	bname, b, ok := e.route(tool)
-	if !ok {
-		return Result{}, fmt.Errorf("%w %q", ErrUnknownTool, tool)
-	}
-	rule := e.policy.Load().Lookup(tool)
-	canon := json.RawMessage(key.Args)
-	var ef policy.Effect
-	if !rule.IsReadOnly() {
-		// Outside the lock: resolving paths may stat their folders.
-		ef = rule.EffectIn(canon, e.spaces[bname])
-	}
-	if e.opts.Linker != nil {
-		if from, ok := e.opts.Linker.Link(sessionID, key); ok {
-			e.Join(from, sessionID)
-		}
-	}
-	arrive := time.Now()
-
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return Result{}, ErrClosed
-	}
-	s := e.sessionLocked(sessionID, arrive)
-	// What earlier events of the session predict is speculated on before
-	// this call looks for its counterpart (after.go).
-	s, err = e.waitPredictedLocked(ctx, s, 0, arrive)
-	if err != nil {
-		e.mu.Unlock()
-		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
-	}
-	fenced := true
-	if fbackend, ok := e.fenceWantedLocked(s, key, rule); ok {
-		// A speculative result other replicas' writes can reach: first
-		// apply every write announced before this call (see Fleet).
-		e.mu.Unlock()
-		ferr := e.opts.Fleet.Fence(ctx, fbackend)
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return Result{}, ErrClosed
-		}
-		s = e.sessionLocked(s.id, arrive)
-		fenced = ferr == nil
-		if !fenced {
-			e.totals.Unfenced++
-		}
-	}
-	if e.opts.Amplification > 0 {
-		e.tokens = min(e.tokens+e.opts.Amplification, e.opts.AmplificationBurst)
-	}
-	think, thinkHeard := s.beginLocked(arrive)
-	e.busyLocked(s)
-	seq, step := s.seq, s.step
-	s.seq++
-	s.running[key]++
-	if !rule.IsReadOnly() {
-		e.invalidateLocked(s, bname, ef)
-	}
-	var en *entry
-	if _, wanted := e.fenceWantedLocked(s, key, rule); fenced || !wanted {
-		en = e.claimLocked(s, key, rule, arrive)
-	}
-	e.unlock()
-	announce := !rule.IsReadOnly() && e.opts.Fleet != nil && !e.perSession[bname]
-	if announce {
-		// Before the write reaches the backend, every replica may learn of
-		// it; one that cannot be announced in time is forwarded anyway.
-		if aerr := e.opts.Fleet.Announce(ctx, bname, ef); aerr != nil && e.debug {
-			e.opts.Logger.Debug("announcing a write", "session", sessionID, "tool", tool, "err", aerr)
-		}
-	}
-
-	call := &authCall{
-		e: e, s: s, tool: tool, key: key, args: canon, rule: rule, effect: ef,
-		backend: bname, seq: seq, step: step, think: think, thinkHeard: thinkHeard, arrive: arrive,
-	}
-	var span oteltrace.Span
-	if e.tracer != nil {
-		ctx, span = e.startCallSpan(ctx, call)
-	}
-	res, err := call.serve(ctx, b, en)
-	call.finish(res, err)
-	if announce && e.disabled&ruleCompletion == 0 {
-		// Again once it completed, as for this engine's own sessions
-		// (call.finish): what other replicas speculated while it ran may
-		// have read the old state. Done before the agent has the result,
-		// so that a call it makes next on any replica is fenced after it.
-		_ = e.opts.Fleet.Announce(ctx, bname, ef)
-	}
-	if span != nil {
-		endCallSpan(span, res, err)
-	}
-	return res, err
-}
-
-// Begin announces a session before its first call (an MCP session's
-// initialize), so that its first call can be speculated on too, if the
-// predictor is a Starter. It does nothing for a session that has already
-// made calls or begun, or when nothing may be speculated.
-func (e *Engine) Begin(sessionID string) {
-	_, ok := e.opts.Predictor.(predict.Starter)
-	if !ok || e.policy.Load() == nil {
-		return
-	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return
-	}
-	s := e.sessionLocked(sessionID, time.Now())
-	if s.seq == 0 && !s.begun {
-		// In order with what the session says before its first call.
-		e.afterLocked(s, afterWork{kind: afterStart})
-	}
-	s.begun = true
-	e.unlock()
-}
-
-// EndSession drops a session: its speculative work is cancelled and its
-// results discarded. Ending an unknown session does nothing.
-func (e *Engine) EndSession(sessionID string) {
-	e.mu.Lock()
-	s, ok := e.sessions[sessionID]
-	if ok {
-		e.dropSessionLocked(s, OutcomeCancelled)
-	}
-	e.unlock() // the predictor forgets it
-}
-
-// sweeper drops expired results and idle sessions until Close.
-func (e *Engine) sweeper() {
-	t := time.NewTicker(e.opts.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case now := <-t.C:
-			e.sweep(now)
-		}
-	}
-}
-
-func (e *Engine) sweep(now time.Time) {
-	e.mu.Lock()
-	// Idle sessions come off the top of the idle heap, and the entries
-	// are at most MaxEntries: a sweep does not visit every session.
-	for e.idle.Len() > 0 && now.Sub(e.idle[0].lastActive) >= e.opts.IdleTimeout {
-		e.dropSessionLocked(e.idle[0], OutcomeCancelled)
-	}
-	for _, en := range slices.Clone(e.byUtility.es) {
-		e.sweepEntryLocked(en, now)
-	}
-	e.unlock() // the predictor forgets the dropped sessions
 }

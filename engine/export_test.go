@@ -23,21 +23,29 @@ func DisableRule(e *Engine, name string) {
 	if !ok {
 		panic("unknown rule " + name)
 	}
-	e.mu.Lock()
-	e.disabled |= r
-	e.mu.Unlock()
+	e.lock()
+	e.st.disabled |= r
+	e.unlock()
 }
 
 // ThinkSamples returns how many think times the engine has counted.
 func ThinkSamples(e *Engine) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.thinks.n
+	e.lock()
+	defer e.unlock()
+	return e.st.thinks.n
 }
 
 // Sessions returns the ids of the sessions the engine keeps, sorted.
 func Sessions(e *Engine) []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Sorted(maps.Keys(e.sessions))
+	e.lock()
+	defer e.unlock()
+	return slices.Sorted(maps.Keys(e.st.sessions))
+}
+
+// OnFiled makes the engine call f, under its lock, each time a
+// speculative result is filed (ready to be reused). f must not block.
+func OnFiled(e *Engine, f func()) {
+	e.lock()
+	e.st.onFiled = f
+	e.unlock()
 }

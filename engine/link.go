@@ -31,13 +31,13 @@ import (
 // from's state, not into's: it is cancelled, never handed over.
 func (e *Engine) Join(from, into string) {
 	now := time.Now()
-	e.mu.Lock()
-	if e.closed {
+	e.lock()
+	if e.st.closed {
 		e.unlock()
 		return
 	}
 	into = e.resolveLocked(into)
-	if from == into || e.folded[from] != nil {
+	if from == into || e.st.folded[from] != nil {
 		// Itself, or folded already (into into, or into another, which
 		// a second link cannot overrule).
 		e.unlock()
@@ -45,7 +45,7 @@ func (e *Engine) Join(from, into string) {
 	}
 	s := e.sessionLocked(into, now)
 	s.lastActive = now
-	f, ok := e.sessions[from]
+	f, ok := e.st.sessions[from]
 	e.foldLocked(from, s)
 	if !ok {
 		e.idleLocked(s)
@@ -63,13 +63,13 @@ func (e *Engine) Join(from, into string) {
 		f.bytes -= en.size
 		en.sess, en.from, en.window = s, into, s.results
 		if !en.ran {
-			// runSpec reads req only after it has set ran under e.mu.
+			// runSpec reads req only after it has set ran inside the door.
 			en.req.Session = into
 		}
 		s.entries[key] = en
 		s.bytes += en.size
 	}
-	for _, en := range e.shared {
+	for _, en := range e.st.shared {
 		if en.from == from {
 			en.from, en.window = into, s.results
 		}
@@ -95,18 +95,13 @@ func (e *Engine) Join(from, into string) {
 	e.resizeLocked(s)
 	e.idleLocked(s)
 	e.enforceBytesLocked(s, now)
-	e.unlock()
-
 	// Recorded again in into, so that its trace reads as one conversation
 	// (messages, then the calls they led to) as mining wants it; from's
 	// lines stay as they were heard.
-	if e.opts.Recorder != nil {
-		for _, m := range heard {
-			if err := e.opts.Recorder.Record(m); err != nil {
-				e.opts.Logger.Warn("recording message", "session", into, "role", m.Role, "err", err)
-			}
-		}
+	for _, m := range heard {
+		e.recordLocked(m)
 	}
+	e.unlock()
 }
 
 // fold is a name Join folded away (from) and the session it stands for.
@@ -115,7 +110,7 @@ type fold struct{ from, into string }
 // resolveLocked returns the session a name stands for: the session it was
 // folded into (Join), or the name itself.
 func (e *Engine) resolveLocked(id string) string {
-	if el := e.folded[id]; el != nil {
+	if el := e.st.folded[id]; el != nil {
 		return el.Value.(*fold).into
 	}
 	return id
@@ -125,25 +120,25 @@ func (e *Engine) resolveLocked(id string) string {
 // too, so that a name resolves in one step. Past MaxSessions names the
 // oldest fold is forgotten.
 func (e *Engine) foldLocked(from string, s *session) {
-	if e.folded == nil {
-		e.folded, e.folds = map[string]*list.Element{}, list.New()
+	if e.st.folded == nil {
+		e.st.folded, e.st.folds = map[string]*list.Element{}, list.New()
 	}
-	if f := e.sessions[from]; f != nil {
+	if f := e.st.sessions[from]; f != nil {
 		for _, a := range f.aliases {
-			e.folded[a].Value.(*fold).into = s.id
+			e.st.folded[a].Value.(*fold).into = s.id
 		}
 		s.aliases = append(s.aliases, f.aliases...)
 		s.aliasBytes += f.aliasBytes
 		f.aliases, f.aliasBytes = nil, 0
 		e.resizeLocked(f)
 	}
-	e.folded[from] = e.folds.PushBack(&fold{from: from, into: s.id})
+	e.st.folded[from] = e.st.folds.PushBack(&fold{from: from, into: s.id})
 	s.aliases = append(s.aliases, from)
 	s.aliasBytes += aliasSize(from)
-	for e.folds.Len() > e.opts.MaxSessions {
-		old := e.folds.Remove(e.folds.Front()).(*fold)
-		delete(e.folded, old.from)
-		if t := e.sessions[old.into]; t != nil {
+	for e.st.folds.Len() > e.opts.MaxSessions {
+		old := e.st.folds.Remove(e.st.folds.Front()).(*fold)
+		delete(e.st.folded, old.from)
+		if t := e.st.sessions[old.into]; t != nil {
 			t.aliases = slices.DeleteFunc(t.aliases, func(a string) bool { return a == old.from })
 			t.aliasBytes -= aliasSize(old.from)
 			e.resizeLocked(t)
@@ -160,9 +155,9 @@ func aliasSize(name string) int64 { return int64(len(name)) + keyOverhead }
 // the names are free again.
 func (e *Engine) unfoldLocked(s *session) {
 	for _, a := range s.aliases {
-		if el := e.folded[a]; el != nil && el.Value.(*fold).into == s.id {
-			e.folds.Remove(el)
-			delete(e.folded, a)
+		if el := e.st.folded[a]; el != nil && el.Value.(*fold).into == s.id {
+			e.st.folds.Remove(el)
+			delete(e.st.folded, a)
 		}
 	}
 	s.aliases, s.aliasBytes = nil, 0

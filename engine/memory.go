@@ -13,12 +13,12 @@ import (
 // calls, a fixed overhead) and what the predictor keeps for it, when the
 // predictor can say (SessionSizer). The number of sessions is capped by
 // Options.MaxSessions. Both limits are enforced in O(log n) whatever the
-// number of sessions, with three heaps kept under Engine.mu:
-//   - e.byUtility: every entry (shared ones too), lowest utility on top,
+// number of sessions, with three heaps kept in the engine's state (state.go):
+//   - e.st.byUtility: every entry (shared ones too), lowest utility on top,
 //     for MaxEntries;
-//   - e.filed: the entries holding a result, lowest utility on top, for
+//   - e.st.filed: the entries holding a result, lowest utility on top, for
 //     the byte budget;
-//   - e.idle: the sessions with no call in flight, least recently active
+//   - e.st.idle: the sessions with no call in flight, least recently active
 //     on top, for MaxSessions, the byte budget and IdleTimeout.
 
 // SessionSizer is a Predictor that can say how much memory it keeps for a
@@ -47,14 +47,14 @@ func (e *Engine) resizeLocked(s *session) {
 		return
 	}
 	n := int64(sessionOverhead) + s.msgBytes + int64(len(s.msgs))*eventOverhead + s.servedBytes + s.predBytes + s.aliasBytes
-	e.sessBytes += n - s.own
+	e.st.sessBytes += n - s.own
 	s.own = n
 }
 
 // overBudgetLocked reports whether entries and sessions together exceed
 // MaxBytes.
 func (e *Engine) overBudgetLocked() bool {
-	return e.bytes+e.sessBytes > e.opts.MaxBytes
+	return e.st.bytes+e.st.sessBytes > e.opts.MaxBytes
 }
 
 // enforceBudgetLocked frees memory until the budget holds: sessions idle
@@ -66,14 +66,14 @@ func (e *Engine) enforceBudgetLocked(now time.Time) {
 	stale := e.ttlLocked(policy.Tool{})
 	for e.overBudgetLocked() {
 		var old *session
-		if e.idle.Len() > 0 {
-			old = e.idle[0]
+		if e.st.idle.Len() > 0 {
+			old = e.st.idle[0]
 		}
 		switch {
 		case old != nil && now.Sub(old.lastActive) >= stale:
 			e.evictSessionLocked(old)
-		case e.filed.Len() > 0:
-			e.removeLocked(e.filed.top(), OutcomeEvicted)
+		case e.st.filed.Len() > 0:
+			e.removeLocked(e.st.filed.top(), OutcomeEvicted)
 		case old != nil:
 			e.evictSessionLocked(old)
 		default:
@@ -84,22 +84,22 @@ func (e *Engine) enforceBudgetLocked(now time.Time) {
 
 // evictSessionLocked drops a session for memory or the session cap.
 func (e *Engine) evictSessionLocked(s *session) {
-	e.totals.SessionsEvicted++
+	e.st.totals.SessionsEvicted++
 	e.dropSessionLocked(s, OutcomeEvicted)
 }
 
 // admitSessionLocked makes room for one more session under MaxSessions,
 // dropping the least recently active idle ones.
 func (e *Engine) admitSessionLocked() {
-	for len(e.sessions) >= e.opts.MaxSessions && e.idle.Len() > 0 {
-		e.evictSessionLocked(e.idle[0])
+	for len(e.st.sessions) >= e.opts.MaxSessions && e.st.idle.Len() > 0 {
+		e.evictSessionLocked(e.st.idle[0])
 	}
 }
 
 // busyLocked notes that s has a call in flight: it is not idle.
 func (e *Engine) busyLocked(s *session) {
 	if s.idleAt >= 0 {
-		heap.Remove(&e.idle, s.idleAt)
+		heap.Remove(&e.st.idle, s.idleAt)
 	}
 }
 
@@ -109,9 +109,9 @@ func (e *Engine) idleLocked(s *session) {
 	switch {
 	case s.gone || s.inflight > 0:
 	case s.idleAt >= 0:
-		heap.Fix(&e.idle, s.idleAt)
+		heap.Fix(&e.st.idle, s.idleAt)
 	default:
-		heap.Push(&e.idle, s)
+		heap.Push(&e.st.idle, s)
 	}
 }
 

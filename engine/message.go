@@ -41,16 +41,16 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 		return err
 	}
 	now := time.Now()
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	e.lock()
+	if e.st.closed {
+		e.unlock()
 		return ErrClosed
 	}
 	sessionID = e.resolveLocked(sessionID) // a name folded away (Join)
 	s := e.sessionLocked(sessionID, now)
 	s, err := e.waitPredictedLocked(ctx, s, maxAfter, now)
 	if err != nil {
-		e.mu.Unlock()
+		e.unlock()
 		return err
 	}
 	s.lastActive = now
@@ -67,13 +67,8 @@ func (e *Engine) Message(ctx context.Context, sessionID, role, content string) e
 		// session's calls.
 		e.afterLocked(s, afterWork{kind: afterHear, ev: ev, seq: s.seq})
 	}
+	e.recordLocked(ev)
 	e.unlock()
-
-	if e.opts.Recorder != nil {
-		if err := e.opts.Recorder.Record(ev); err != nil {
-			e.opts.Logger.Warn("recording message", "session", sessionID, "role", role, "err", err)
-		}
-	}
 	return nil
 }
 
@@ -103,9 +98,9 @@ const NextCall = -1
 // it, which is not a call. The agent's call, if it reaches the tool side,
 // is recorded there as a call line, once.
 func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bool {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	e.lock()
+	if e.st.closed {
+		e.unlock()
 		return true
 	}
 	now := time.Now()
@@ -114,14 +109,14 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 		// calls, so the offer is for whatever call comes next.
 		sessionID, seq = id, NextCall
 	}
-	s, ok := e.sessions[sessionID]
+	s, ok := e.st.sessions[sessionID]
 	if ok && seq >= 0 && s.seq > seq && s.stepSeq >= seq {
-		e.mu.Unlock()
+		e.unlock()
 		return false
 	}
 	record := e.opts.Recorder != nil && slices.ContainsFunc(preds, func(p predict.Prediction) bool { return p.Origin == predict.OriginStream })
 	if len(preds) == 0 || (!record && e.policy.Load() == nil) {
-		e.mu.Unlock()
+		e.unlock()
 		return true
 	}
 	if !ok {
@@ -131,7 +126,6 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 	if s.inflight == 0 {
 		step++ // the step these calls will make
 	}
-	e.unlock()
 	if record {
 		for _, p := range preds {
 			if p.Origin != predict.OriginStream {
@@ -141,15 +135,13 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 			if err != nil {
 				continue // not a call anyone could make: arguments that are not an object
 			}
-			ev := trace.Event{
+			e.recordLocked(trace.Event{
 				Kind: trace.KindEmitted, Session: sessionID, Seq: next, Step: step,
 				Tool: p.Tool, Args: json.RawMessage(key.Args), CallID: p.CallID, TS: now.UTC().Format(time.RFC3339Nano),
-			}
-			if err := e.opts.Recorder.Record(ev); err != nil {
-				e.opts.Logger.Warn("recording an emitted call", "session", sessionID, "tool", p.Tool, "err", err)
-			}
+			})
 		}
 	}
+	e.unlock()
 	if e.policy.Load() != nil {
 		e.speculate(s, next, preds, -1)
 	}
@@ -165,9 +157,9 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 // comes after the agent has moved on is refused as late, not speculated
 // for a later step.
 func (e *Engine) NextSeq(sessionID string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if s, ok := e.sessions[sessionID]; ok {
+	e.lock()
+	defer e.unlock()
+	if s, ok := e.st.sessions[sessionID]; ok {
 		return s.seq
 	}
 	return 0
@@ -178,9 +170,9 @@ func (e *Engine) NextSeq(sessionID string) int {
 // oldest first: the first system prompt, the latest user message, and as
 // much recent text as MaxMessageBytes holds (the middle goes first).
 func (e *Engine) Conversation(sessionID string) []trace.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := e.sessions[e.resolveLocked(sessionID)]
+	e.lock()
+	defer e.unlock()
+	s, ok := e.st.sessions[e.resolveLocked(sessionID)]
 	if !ok {
 		return nil
 	}
@@ -244,12 +236,12 @@ func (e *Engine) ThinkTime(sessionID string, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	e.mu.Lock()
+	e.lock()
 	defer e.unlock()
-	if e.closed {
+	if e.st.closed {
 		return
 	}
 	s := e.sessionLocked(e.resolveLocked(sessionID), time.Now())
 	s.thinkHeard = true
-	e.thinks.observe(d)
+	e.st.thinks.observe(d)
 }

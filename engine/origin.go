@@ -61,10 +61,10 @@ type OriginStats struct {
 }
 
 func (e *Engine) originLocked(o predict.Origin) *OriginStats {
-	st := e.origins[o]
+	st := e.st.origins[o]
 	if st == nil {
 		st = &OriginStats{}
-		e.origins[o] = st
+		e.st.origins[o] = st
 	}
 	return st
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/sched"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -142,7 +143,7 @@ func (en *entry) expiredLocked(now time.Time) bool {
 }
 
 func (e *Engine) sessionLocked(id string, now time.Time) *session {
-	s, ok := e.sessions[id]
+	s, ok := e.st.sessions[id]
 	if !ok {
 		e.admitSessionLocked()
 		s = &session{
@@ -154,53 +155,11 @@ func (e *Engine) sessionLocked(id string, now time.Time) *session {
 			warmed:     make(map[string]time.Time),
 			served:     make(map[callkey.Key]struct{}),
 		}
-		e.sessions[id] = s
+		e.st.sessions[id] = s
 		e.idleLocked(s)
 		e.resizeLocked(s)
 	}
 	return s
-}
-
-// claimLocked finds the speculative counterpart of an authoritative call
-// and takes it out of the tables: the caller owns it from now on. It returns
-// nil when there is none worth waiting for.
-func (e *Engine) claimLocked(s *session, key callkey.Key, rule policy.Tool, now time.Time) *entry {
-	en := s.entries[key]
-	if en == nil && rule.Shared {
-		en = e.shared[key]
-	}
-	if en == nil {
-		return nil
-	}
-	if e.staleLocked(en, s) {
-		// A volatile result from an earlier think window (or another
-		// session's): something may have changed it behind ahead's back.
-		e.removeLocked(en, OutcomeExpired)
-		return nil
-	}
-	if en.level != policy.LevelFull {
-		// A dry run's result is never handed over; it has done its job
-		// of warming caches. Let it finish; the real call executes.
-		e.removeLocked(en, OutcomeWarmed)
-		return nil
-	}
-	if en.done && !en.reusableLocked(now) {
-		if en.err != nil || en.resp.IsError {
-			e.removeLocked(en, OutcomeFailed)
-		} else {
-			e.removeLocked(en, OutcomeExpired)
-		}
-		return nil
-	}
-	if en.sess == nil {
-		// A shared result stays for other sessions; this one reads it.
-		if en.done {
-			return en
-		}
-		return nil // another session's work in flight: do not share a promotion
-	}
-	e.detachLocked(en)
-	return en
 }
 
 // detachLocked takes an entry out of its table and its memory accounting.
@@ -210,19 +169,19 @@ func (e *Engine) detachLocked(en *entry) {
 		return
 	}
 	en.removed = true
-	e.hazards.remove(en)
-	e.byUtility.remove(en)
-	e.filed.remove(en)
+	e.st.hazards.remove(en)
+	e.st.byUtility.remove(en)
+	e.st.filed.remove(en)
 	if en.sess != nil {
 		if en.sess.entries[en.key] == en {
 			delete(en.sess.entries, en.key)
 		}
 		en.sess.bytes -= en.size
-	} else if e.shared[en.key] == en {
-		delete(e.shared, en.key)
+	} else if e.st.shared[en.key] == en {
+		delete(e.st.shared, en.key)
 	}
-	e.count--
-	e.bytes -= en.size
+	e.st.count--
+	e.st.bytes -= en.size
 }
 
 // removeLocked takes an entry out of its table with an outcome, cancelling
@@ -246,31 +205,45 @@ func (e *Engine) dropSessionLocked(s *session, why Outcome) {
 	}
 	e.busyLocked(s)
 	e.unfoldLocked(s)
-	e.sessBytes -= s.own
+	e.st.sessBytes -= s.own
 	s.own = 0
 	s.gone = true
-	delete(e.sessions, s.id)
+	delete(e.st.sessions, s.id)
 	if e.opts.Predictor != nil || e.opts.SessionEnded != nil {
-		e.forget = append(e.forget, s.id)
+		e.st.tail.forget = append(e.st.tail.forget, s.id)
 	}
 }
 
-// sweepEntryLocked drops an entry whose result expired, or whose job ended
-// without running (not started before its start deadline).
-func (e *Engine) sweepEntryLocked(en *entry, now time.Time) {
-	if en.expiredLocked(now) {
-		en.refreshing = e.refreshableLocked(en)
-		e.removeLocked(en, OutcomeExpired)
-		if en.refreshing {
-			e.refreshLocked(en, now)
-		}
+// Begin announces a session before its first call (an MCP session's
+// initialize), so that its first call can be speculated on too, if the
+// predictor is a Starter. It does nothing for a session that has already
+// made calls or begun, or when nothing may be speculated.
+func (e *Engine) Begin(sessionID string) {
+	_, ok := e.opts.Predictor.(predict.Starter)
+	if !ok || e.policy.Load() == nil {
 		return
 	}
-	if !en.done && !en.ran {
-		select {
-		case <-en.job.Done():
-			e.removeLocked(en, OutcomeDropped)
-		default:
-		}
+	e.lock()
+	if e.st.closed {
+		e.unlock()
+		return
 	}
+	s := e.sessionLocked(sessionID, time.Now())
+	if s.seq == 0 && !s.begun {
+		// In order with what the session says before its first call.
+		e.afterLocked(s, afterWork{kind: afterStart})
+	}
+	s.begun = true
+	e.unlock()
+}
+
+// EndSession drops a session: its speculative work is cancelled and its
+// results discarded. Ending an unknown session does nothing.
+func (e *Engine) EndSession(sessionID string) {
+	e.lock()
+	s, ok := e.st.sessions[sessionID]
+	if ok {
+		e.dropSessionLocked(s, OutcomeCancelled)
+	}
+	e.unlock() // the predictor forgets it
 }

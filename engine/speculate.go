@@ -47,7 +47,7 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 	}
 	now := time.Now()
 	pol0, fps := e.footprints(preds)
-	e.mu.Lock()
+	e.lock()
 	defer e.unlock()
 	if predBytes >= 0 {
 		switch {
@@ -55,10 +55,10 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 			s.predBytes = predBytes
 			e.resizeLocked(s)
 			e.enforceBudgetLocked(now)
-		case e.sessions[s.id] == nil && e.opts.Predictor != nil:
+		case e.st.sessions[s.id] == nil && e.opts.Predictor != nil:
 			// Dropped while the predictor observed it, which
 			// made the predictor remember it again.
-			e.forget = append(e.forget, s.id)
+			e.st.tail.forget = append(e.st.tail.forget, s.id)
 		}
 	}
 	if s.gone && len(preds) > 0 {
@@ -66,15 +66,15 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 		// look-up and this lock (an Offer that unlocked to record): the
 		// predictions are that session's now, for its next call.
 		if into := e.resolveLocked(s.id); into != s.id {
-			if t := e.sessions[into]; t != nil {
+			if t := e.st.sessions[into]; t != nil {
 				s, seq = t, t.seq
 			}
 		}
 	}
-	if len(preds) == 0 || s.gone || e.closed || e.quiet {
+	if len(preds) == 0 || s.gone || e.st.closed || e.st.quiet {
 		return
 	}
-	// Loaded under e.mu: SetPolicy cancels what a new policy forbids under
+	// Loaded inside the door: SetPolicy cancels what a new policy forbids under
 	// it too, so nothing it forbids can slip in between.
 	pol := e.policy.Load()
 	if pol == nil {
@@ -221,7 +221,7 @@ func (e *Engine) minProbabilityLocked() float64 {
 	if e.opts.Amplification <= 0 || floor >= 0.5 {
 		return floor
 	}
-	fill := e.tokens / e.opts.AmplificationBurst
+	fill := e.st.tokens / e.opts.AmplificationBurst
 	if fill >= 0.5 {
 		return floor
 	}
@@ -231,8 +231,8 @@ func (e *Engine) minProbabilityLocked() float64 {
 // declineLocked counts a prediction not run for want of amplification
 // budget.
 func (e *Engine) declineLocked(tool string) {
-	e.totals.Declined++
-	e.metrics.declined.WithLabelValues(e.metrics.tool(tool)).Inc()
+	e.st.totals.Declined++
+	e.st.tail.declined = append(e.st.tail.declined, tool)
 }
 
 // dryRunVariant returns the safe variant of a call: its arguments patched
@@ -312,13 +312,13 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		return
 	}
 	if c.rule.Shared {
-		if sh := e.shared[c.key]; sh != nil && (!sh.done || sh.reusableLocked(now)) {
+		if sh := e.st.shared[c.key]; sh != nil && (!sh.done || sh.reusableLocked(now)) {
 			e.joinLocked(sh, c)
 			return
 		}
 	}
 	capped := e.opts.Amplification > 0
-	if capped && e.tokens < 1 {
+	if capped && e.st.tokens < 1 {
 		e.declineLocked(c.pred.Tool)
 		return
 	}
@@ -326,7 +326,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		return
 	}
 	if capped {
-		e.tokens--
+		e.st.tokens--
 	}
 	en := &entry{
 		key:     c.key,
@@ -345,7 +345,7 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 		utilityAt: -1,
 		filedAt:   -1,
 	}
-	e.byUtility.add(en)
+	e.st.byUtility.add(en)
 	if c.fp != nil {
 		en.fp = *c.fp
 	} else {
@@ -353,18 +353,18 @@ func (e *Engine) offerLocked(s *session, seq int, c candidate, now time.Time) {
 	}
 	en.window = s.results
 	if c.rule.Shared {
-		if old := e.shared[c.key]; old != nil {
+		if old := e.st.shared[c.key]; old != nil {
 			e.removeLocked(old, OutcomeExpired)
 		}
-		e.shared[c.key] = en
+		e.st.shared[c.key] = en
 	} else {
 		en.sess = s
 		s.entries[c.key] = en
 	}
 	if e.crossSession(en) {
-		e.hazards.add(en)
+		e.st.hazards.add(en)
 	}
-	e.count++
+	e.st.count++
 	c.origins.each(func(o predict.Origin) { e.originLocked(o).Offered++ })
 	b := c.b
 	en.job = e.sched.Submit(sched.Spec{
@@ -394,8 +394,8 @@ func (e *Engine) joinLocked(en *entry, c candidate) {
 	}
 	en.p = max(en.p, c.pred.P)
 	en.utility = max(en.utility, c.utility)
-	e.byUtility.fix(en)
-	e.filed.fix(en)
+	e.st.byUtility.fix(en)
+	e.st.filed.fix(en)
 }
 
 // predictorBytes returns what the predictor keeps for a session, or -1 if
@@ -425,7 +425,7 @@ func (e *Engine) warmLocked(s *session, c candidate, now time.Time) {
 		clear(s.warmed) // bounded: a predictor may name many tools
 	}
 	s.warmed[c.pred.Tool] = now
-	e.totals.Warmups++
+	e.st.totals.Warmups++
 	req := backend.Request{Session: s.id, Tool: c.pred.Tool, Speculative: true}
 	e.sched.Submit(sched.Spec{
 		Backend:  c.backend,
@@ -438,7 +438,7 @@ func (e *Engine) warmLocked(s *session, c candidate, now time.Time) {
 // runSpec executes a speculative entry (the scheduler calls it when a slot
 // is free) and files its result.
 func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
-	e.mu.Lock()
+	e.lock()
 	if en.removed && en.outcome != "" {
 		// Invalidated or cancelled while it was starting: do not run.
 		e.unlock()
@@ -446,11 +446,11 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	}
 	en.ran = true
 	en.started = time.Now()
-	e.totals.SpecStarted++
+	e.st.totals.SpecStarted++
 	e.toolLocked(en.key.Tool).specStarted++
 	en.origins.each(func(o predict.Origin) { e.originLocked(o).Started++ })
-	e.mu.Unlock()
-	e.metrics.specStarted.WithLabelValues(e.metrics.tool(en.key.Tool)).Inc()
+	e.st.tail.started, e.st.tail.hasStarted = en.key.Tool, true
+	e.unlock()
 
 	var span oteltrace.Span
 	if e.tracer != nil {
@@ -465,7 +465,7 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 		endSpecSpan(span, resp, err)
 	}
 
-	e.mu.Lock()
+	e.lock()
 	en.done = true
 	en.resp, en.err = resp, err
 	en.finished = now
@@ -487,12 +487,15 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 		e.removeLocked(en, why)
 	default:
 		en.size = int64(len(resp.Output) + len(en.key.Args) + entryOverhead)
-		e.bytes += en.size
+		e.st.bytes += en.size
 		if en.sess != nil {
 			en.sess.bytes += en.size
 		}
-		e.filed.add(en)
+		e.st.filed.add(en)
 		e.enforceBytesLocked(en.sess, now)
+		if e.st.onFiled != nil {
+			e.st.onFiled()
+		}
 	}
 	e.unlock()
 	if resp.RetryAfter > 0 {
@@ -516,8 +519,8 @@ func (e *Engine) makeRoomLocked(s *session, shared bool, u float64) bool {
 			e.removeLocked(v, OutcomeEvicted)
 		}
 	}
-	for e.count >= e.opts.MaxEntries {
-		v := e.byUtility.top()
+	for e.st.count >= e.opts.MaxEntries {
+		v := e.st.byUtility.top()
 		if v == nil || v.utility >= u {
 			return false
 		}

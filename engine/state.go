@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"container/list"
+	"time"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// The one door into the engine's state.
+//
+// Everything the engine changes while it serves calls lives in state,
+// guarded by Engine.mu, and is read and changed only between e.lock() and
+// e.unlock(). Methods named *Locked are steps taken inside the door; they
+// change the state and put what must follow the change into its tail:
+// the records to write, the sessions the predictor must forget, the
+// metrics to count, the log lines, the waiters to wake. unlock releases
+// the lock and then does the tail, in that order, so that nothing slow
+// (a recorder's I/O, a predictor's Forget, a log handler) runs under the
+// lock and nothing that follows a change can be forgotten at one of the
+// places that change it.
+
+// state is the engine's mutable state (see above).
+type state struct {
+	sessions map[string]*session
+	shared   map[callkey.Key]*entry // results of shared tools, any session
+	hazards  hazardIndex            // entries other sessions' writes can reach (hazard.go)
+	thinks   thinkTimes             // recent think times, for default TTLs
+	disabled rule                   // freshness rules turned off (mutation check only)
+	tools    map[string]*toolStats
+	origins  map[predict.Origin]*OriginStats
+	count    int   // speculative entries, all sessions and shared
+	bytes    int64 // their size
+	// sessBytes is what sessions hold beside their entries (session.own):
+	// with bytes, what MaxBytes bounds.
+	sessBytes int64
+	byUtility entryHeap   // every entry, lowest utility first (memory.go)
+	filed     entryHeap   // entries holding a result, lowest utility first
+	idle      sessionHeap // sessions without a call in flight, least recent first
+	totals    Totals
+	tokens    float64 // speculative executions that may start (Amplification)
+	quiet     bool    // Quiesce was called: no new speculation
+	closed    bool
+
+	// folded maps the names Join folded away to their fold (in folds,
+	// oldest first): the session each stands for now (link.go).
+	folded map[string]*list.Element
+	folds  *list.List
+
+	// onFiled, if set (tests only, export_test.go), is told each time a
+	// speculative result is filed.
+	onFiled func()
+
+	tail tail // what follows the changes made since the lock was taken
+}
+
+func newState(opts Options) state {
+	st := state{
+		sessions: make(map[string]*session),
+		shared:   make(map[callkey.Key]*entry),
+		tools:    make(map[string]*toolStats),
+		origins:  make(map[predict.Origin]*OriginStats),
+		tokens:   opts.AmplificationBurst,
+	}
+	st.byUtility.at = func(en *entry) *int { return &en.utilityAt }
+	st.filed.at = func(en *entry) *int { return &en.filedAt }
+	return st
+}
+
+// tail is what follows the changes of one stay inside the door, done by
+// unlock once the lock is released, in the order of its fields.
+type tail struct {
+	// forget: sessions dropped; the predictor forgets them. A session
+	// dropped here may have been started again since: it then loses what
+	// the predictor knew of it, no more.
+	forget []string
+	// records: events to record, in the order they happened (speculative
+	// executions as they settle, calls, messages, emitted calls).
+	records []trace.Event
+	// settled: speculative executions whose outcome was fixed, for the
+	// metrics and the debug log.
+	settled []settled
+	// declined: tools of predictions not run for want of budget.
+	declined []string
+	// call: the authoritative call finished (hasCall), for the metrics.
+	call    callDone
+	hasCall bool
+	// started: the tool of a speculative execution that started.
+	started    string
+	hasStarted bool
+	// wake: channels to close (waiters on a session's prediction).
+	wake []chan struct{}
+}
+
+// callDone is a finished authoritative call, as the metrics count it.
+type callDone struct {
+	tool        string
+	source      Source
+	took, saved time.Duration
+	err         error
+}
+
+// settled is a speculative execution whose outcome was fixed, as the
+// metrics and the debug log see it.
+type settled struct {
+	tool, from, args string // args: canonical, digested for the log
+	origins          origins
+	p                float64
+	why              Outcome
+	ran              bool
+	took             time.Duration // how long it ran, if it ran
+	wasted           bool          // it ran and served nobody
+}
+
+// lock opens the door: the state may be read and changed until unlock.
+func (e *Engine) lock() { e.mu.Lock() }
+
+// unlock closes the door: it releases the lock, then does what the changes
+// made since lock left in the tail.
+func (e *Engine) unlock() {
+	t := e.st.tail
+	e.st.tail = tail{}
+	e.mu.Unlock()
+	if t.forget == nil && t.records == nil && t.settled == nil && t.declined == nil &&
+		!t.hasCall && !t.hasStarted && t.wake == nil {
+		return
+	}
+	e.doTail(&t)
+}
+
+// doTail does a tail, outside the lock.
+func (e *Engine) doTail(t *tail) {
+	for _, ch := range t.wake {
+		close(ch)
+	}
+	for _, id := range t.forget {
+		if e.opts.Predictor != nil {
+			e.opts.Predictor.Forget(id)
+		}
+		if e.opts.SessionEnded != nil {
+			e.opts.SessionEnded(id)
+		}
+	}
+	if e.opts.Recorder != nil {
+		for _, ev := range t.records {
+			if err := e.opts.Recorder.Record(ev); err != nil {
+				e.recordFailed(ev, err)
+			}
+		}
+	}
+	m := e.metrics
+	for _, s := range t.settled {
+		if e.debug {
+			e.logSpeculation(s)
+		}
+		m.specOutcome(s.tool, s.why)
+		m.originOutcome(s.origins, s.why)
+		if s.wasted {
+			m.wastedSeconds.WithLabelValues(m.tool(s.tool)).Add(s.took.Seconds())
+		}
+	}
+	for _, tool := range t.declined {
+		m.declined.WithLabelValues(m.tool(tool)).Inc()
+	}
+	if t.hasStarted {
+		m.specStarted.WithLabelValues(m.tool(t.started)).Inc()
+	}
+	if t.hasCall {
+		c := t.call
+		m.observeCall(c.tool, c.source, c.took, c.saved, c.err)
+	}
+}
+
+// recordLocked queues an event for the recorder (nothing without one).
+func (e *Engine) recordLocked(ev trace.Event) {
+	if e.opts.Recorder != nil {
+		e.st.tail.records = append(e.st.tail.records, ev)
+	}
+}
+
+// recordFailed logs an event the recorder refused.
+func (e *Engine) recordFailed(ev trace.Event, err error) {
+	switch ev.Kind {
+	case trace.KindSpeculative:
+		e.opts.Logger.Warn("recording speculative call", "session", ev.Session, "tool", ev.Tool, "err", err)
+	case trace.KindMessage:
+		e.opts.Logger.Warn("recording message", "session", ev.Session, "role", ev.Role, "err", err)
+	case trace.KindEmitted:
+		e.opts.Logger.Warn("recording an emitted call", "session", ev.Session, "tool", ev.Tool, "err", err)
+	default:
+		e.opts.Logger.Warn("recording call", "session", ev.Session, "tool", ev.Tool, "err", err)
+	}
+}
