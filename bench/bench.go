@@ -334,7 +334,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	if o.Record != nil {
 		eopts.Recorder = recordFunc(func(ev trace.Event) error { o.Record(m, ev); return nil })
 	}
-	eng = engine.New(eopts)
+	eng = engine.New(&eopts)
 	defer eng.Close()
 
 	results := make([]*sessionResult, len(sessions))

@@ -50,7 +50,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("accepted an incomplete config: %+v", c)
 			}
 			if len(c.Upstreams) > 0 {
-				if _, err := mcpproxy.New(mcpproxy.Options{Upstreams: c.Upstreams}); err != nil {
+				if _, err := mcpproxy.New(&mcpproxy.Options{Upstreams: c.Upstreams}); err != nil {
 					t.Fatalf("parsed upstreams rejected by the proxy: %v", err)
 				}
 			}

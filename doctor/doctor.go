@@ -358,7 +358,7 @@ func findCommand(name, dir string) error {
 // annotations as given). stderr receives a stdio upstream's stderr.
 func ListTools(ctx context.Context, u mcpproxy.Upstream, timeout time.Duration, stderr io.Writer) ([]*mcp.Tool, error) {
 	u.TrustAnnotations = true // to be listed by TrustedTools
-	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: []mcpproxy.Upstream{u}, Stderr: stderr, StartTimeout: timeout,
+	p, err := mcpproxy.New(&mcpproxy.Options{Upstreams: []mcpproxy.Upstream{u}, Stderr: stderr, StartTimeout: timeout,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err

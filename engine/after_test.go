@@ -79,7 +79,7 @@ func TestResultBeforePrediction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
 		g := newGated()
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 			Policy:    readsPolicy(),
 			Predictor: g,
@@ -121,7 +121,7 @@ func TestMessageBeforeHearing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
 		g := newGated()
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 			Policy:    readsPolicy(),
 			Predictor: g,
@@ -154,7 +154,7 @@ func TestPredictorOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGated()
 		close(g.gate)
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}},
 			Policy:    readsPolicy(),
 			Predictor: g,
@@ -190,7 +190,7 @@ func TestPredictorOrder(t *testing.T) {
 func TestWaitForPredictionCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGated()
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}},
 			Policy:    readsPolicy(),
 			Predictor: g,
@@ -219,7 +219,7 @@ func TestWaitForPredictionCancelled(t *testing.T) {
 func TestCloseWaitsForPrediction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGated()
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}},
 			Policy:    readsPolicy(),
 			Predictor: g,

@@ -25,7 +25,7 @@ var instant = backend.Funcs{
 // BenchmarkCallMiss is the engine's overhead on an authoritative call with
 // no speculative counterpart, on an instant in-process backend.
 func BenchmarkCallMiss(b *testing.B) {
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends: map[string]engine.Backend{"b": {Backend: instant}},
 		Policy:   readsPolicy(),
 	})
@@ -53,7 +53,7 @@ func BenchmarkCallReuse(b *testing.B) {
 		return nil
 	})
 	const batch = 1000
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		// More slots than the budget: setup calls must not preempt.
 		Backends:   map[string]engine.Backend{"b": {Backend: instant, Limits: sched.Limits{Slots: 128}}},
 		Policy:     readsPolicy(),
@@ -131,7 +131,7 @@ func BenchmarkNonInterference(b *testing.B) {
 	})
 	pol := &policy.Policy{Tools: map[string]policy.Tool{"read": {Allow: true}}, Dedup: policy.Dedup{Strategy: policy.StrategyAll}}
 	run := func(pred predict.Predictor, calls int) []time.Duration {
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slow, Limits: sched.Limits{Slots: slots}}},
 			Policy:    pol,
 			Predictor: pred,

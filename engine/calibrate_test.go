@@ -30,7 +30,7 @@ func TestHonestP(t *testing.T) {
 		})
 		pol := readsPolicy()
 		pol.Dedup.Strategy, pol.Dedup.MaxPerTool = policy.StrategyAll, 0
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:           map[string]engine.Backend{"b": {Backend: slowTools(100*time.Millisecond, runs)}},
 			Policy:             pol,
 			Predictor:          liar,

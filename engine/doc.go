@@ -40,7 +40,7 @@
 // Fronts (the HTTP API, the MCP proxy, the replay benchmark, Go programs)
 // all call Engine.Call:
 //
-//	eng := engine.New(engine.Options{
+//	eng := engine.New(&engine.Options{
 //		Backends: map[string]engine.Backend{"local": {Backend: backend.Funcs{...}}},
 //		Policy:   pol,
 //		Predictor: pred,

@@ -112,7 +112,8 @@ type Backend struct {
 // Options configure an Engine. The zero value of each field is valid and
 // documented.
 type Options struct {
-	// Backends maps backend names to backends. Required.
+	// Backends maps backend names to backends; with none, every call
+	// fails with ErrUnknownTool.
 	Backends map[string]Backend
 	// Route returns the backend of a tool; nil means the tools listed in
 	// Backends (and the backend without a list, if any, for the rest).
@@ -291,8 +292,14 @@ type Engine struct {
 	wg   sync.WaitGroup
 }
 
-// New returns a running Engine.
-func New(opts Options) *Engine {
+// New returns a running Engine. The options are copied; nil means the
+// zero Options: no backends (every call fails with ErrUnknownTool), no
+// policy (nothing is speculated), every bound at its documented default.
+func New(o *Options) *Engine {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
 	opts = opts.withDefaults()
 	e := &Engine{
 		opts:       opts,

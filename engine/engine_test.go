@@ -59,7 +59,7 @@ func TestReuseAndPromotion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				runs := map[string]int{}
-				eng := engine.New(engine.Options{
+				eng := engine.New(&engine.Options{
 					Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 					Policy:    readsPolicy(),
 					Predictor: next,

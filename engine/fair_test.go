@@ -36,7 +36,7 @@ func sleepers(slow, quick time.Duration) backend.Funcs {
 // 2 s directly. With the defaults, ahead does not limit the agent's calls.
 func TestDefaultsDoNotQueueConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {Backend: sleepers(2*time.Second, 0)}}})
+		e := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: sleepers(2*time.Second, 0)}}})
 		defer e.Close()
 		start := time.Now()
 		took := make([]time.Duration, 10)
@@ -76,7 +76,7 @@ func TestSessionNotDelayedByAnother(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {Backend: sleepers(slow, quick), Limits: c.lim}}})
+				e := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: sleepers(slow, quick), Limits: c.lim}}})
 				defer e.Close()
 				// The greedy session keeps 100 calls in flight until the
 				// light one is done: each of its agents calls again as

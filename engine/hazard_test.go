@@ -130,7 +130,7 @@ func newHarness(t *testing.T, opts engine.Options) *harness {
 	if opts.Policy == nil {
 		opts.Policy = storePolicy
 	}
-	h := &harness{t: t, eng: engine.New(opts), st: st}
+	h := &harness{t: t, eng: engine.New(&opts), st: st}
 	t.Cleanup(h.eng.Close)
 	return h
 }
@@ -536,7 +536,7 @@ func TestPreemptionKeepsAuthoritativeLatency(t *testing.T) {
 		h := newHarness(t, engine.Options{Policy: &pol, Predictor: predictAfter("list", read("wrong", 0.9))})
 		h.eng.Close()
 		st := newStore(time.Second)
-		h.eng = engine.New(engine.Options{
+		h.eng = engine.New(&engine.Options{
 			Policy: &pol, Predictor: predictAfter("list", read("wrong", 0.9)),
 			Backends: map[string]engine.Backend{"store": {Backend: st, Limits: sched.Limits{Slots: 1}}},
 		})
@@ -630,7 +630,7 @@ func TestQuiesce(t *testing.T) {
 }
 
 func TestAmbiguousFallbackRoutesNothing(t *testing.T) {
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{
 		"x": {Backend: newStore(0)}, "y": {Backend: newStore(0)}, "z": {Backend: newStore(0), Tools: []string{"read"}},
 	}})
 	defer eng.Close()
@@ -747,7 +747,7 @@ func TestAmplificationBudget(t *testing.T) {
 		})
 		pol := readsPolicy()
 		pol.Dedup.Strategy, pol.Dedup.MaxPerTool = policy.StrategyAll, 0
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:           map[string]engine.Backend{"b": {Backend: backend.Funcs{"list": echo("list"), "read": echo("read")}}},
 			Policy:             pol,
 			Predictor:          wrong,

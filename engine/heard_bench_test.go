@@ -61,7 +61,7 @@ func heardEngine(b *testing.B) (*engine.Engine, heard, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:  map[string]engine.Backend{"b": {Backend: anyTool{}}},
 		Policy:    &policy.Policy{Default: policy.Tool{Allow: true}},
 		Predictor: pred,

@@ -82,7 +82,7 @@ func TestNoAuthoritativeWaitForSpeculation(t *testing.T) {
 	)
 	synctest.Test(t, func(t *testing.T) {
 		log := &startLog{d: toolTime, windDown: windDown, auth: map[string]time.Time{}, spec: map[string]time.Time{}}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:      map[string]engine.Backend{"b": {Backend: log, Limits: sched.Limits{Slots: slots}}},
 			Policy:        readAll,
 			Predictor:     halfWrong(1),
@@ -169,7 +169,7 @@ func BenchmarkNonInterferenceHeavy(b *testing.B) {
 		}
 	}}
 	run := func(pred predict.Predictor) ([]time.Duration, engine.Stats) {
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:      map[string]engine.Backend{"b": {Backend: slow, Limits: sched.Limits{Slots: slots}}},
 			Policy:        readAll,
 			Predictor:     pred,

@@ -58,7 +58,7 @@ func TestJoinServesTheLinkedCall(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				runs := map[string]int{}
 				rec := &memRecorder{}
-				eng := engine.New(engine.Options{
+				eng := engine.New(&engine.Options{
 					Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs), PerSession: tc.perSession}},
 					Policy:   readsPolicy(),
 					Recorder: rec,
@@ -111,7 +111,7 @@ func TestJoinServesTheLinkedCall(t *testing.T) {
 func TestThinkTimeCountsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Millisecond, runs)}},
 			Policy:   readsPolicy(),
 		})
@@ -146,7 +146,7 @@ func TestOfferRecordsEmittedCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &memRecorder{}
 		// No policy: nothing runs, but what the model emitted is recorded.
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, map[string]int{})}},
 			Recorder: rec,
 		})
@@ -174,7 +174,7 @@ func TestOfferRecordsEmittedCalls(t *testing.T) {
 func TestFoldedNameReachesTheSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 			Policy:   readsPolicy(),
 			Linker:   &oneLink{from: "llm-1", session: "tools"},
@@ -236,7 +236,7 @@ func TestFoldedNameReachesTheSession(t *testing.T) {
 // name folded into a session that is folded in turn follows it.
 func TestFoldsAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:    map[string]engine.Backend{"b": {Backend: slowTools(time.Millisecond, map[string]int{})}},
 			MaxSessions: 3,
 		})
@@ -317,7 +317,7 @@ func TestOfferFoldedWhileRecording(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
 		rec := &gateRecorder{recording: make(chan struct{}), release: make(chan struct{})}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 			Policy:   readsPolicy(),
 			Recorder: rec,

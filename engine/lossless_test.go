@@ -462,7 +462,7 @@ func runSessions(t *testing.T, o run) runResult {
 	if o.predictor != nil {
 		opts.Predictor = o.predictor
 	}
-	eng := engine.New(opts)
+	eng := engine.New(&opts)
 	if o.disable != "" {
 		engine.DisableRule(eng, o.disable)
 	}

@@ -116,7 +116,7 @@ func TestHeapWithinBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := liveHeap()
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: bigLists(output)}},
 			Policy:    listPolicy,
 			Predictor: pred,
@@ -161,7 +161,7 @@ func TestMaxSessions(t *testing.T) {
 			mu.Unlock()
 		}}
 		store := newStore(time.Second)
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:    map[string]engine.Backend{"store": {Backend: store}},
 			Policy:      storePolicy,
 			Predictor:   pred,
@@ -215,7 +215,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				before := liveHeap()
-				eng := engine.New(engine.Options{
+				eng := engine.New(&engine.Options{
 					Backends:    map[string]engine.Backend{"b": {Backend: bigLists(64 << 10), Limits: sched.Limits{Slots: 8}}},
 					Policy:      listPolicy,
 					Predictor:   pred,
@@ -254,7 +254,7 @@ func BenchmarkManySessions(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:    map[string]engine.Backend{"b": {Backend: bigLists(256), Limits: sched.Limits{Slots: 64}}},
 			Policy:      listPolicy,
 			Predictor:   pred,

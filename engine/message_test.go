@@ -38,7 +38,7 @@ func TestMessageSpeculatesTheFirstCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
 		rec := &memRecorder{}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 			Policy:    readsPolicy(),
 			Predictor: listener{next},
@@ -80,7 +80,7 @@ func TestMessageSpeculatesTheFirstCall(t *testing.T) {
 func TestOfferMergesOrigins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runs := map[string]int{}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
 			Policy:    readsPolicy(),
 			Predictor: next,
@@ -110,7 +110,7 @@ func TestOfferMergesOrigins(t *testing.T) {
 }
 
 func TestMessageErrors(t *testing.T) {
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}}})
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}}})
 	defer eng.Close()
 	for _, tc := range []struct{ role, content string }{{"tool", "x"}, {"", "x"}, {"user", ""}} {
 		if err := eng.Message(t.Context(), "s", tc.role, tc.content); !errors.Is(err, engine.ErrInvalidMessage) {
@@ -120,7 +120,7 @@ func TestMessageErrors(t *testing.T) {
 }
 
 func TestConversationWindow(t *testing.T) {
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:        map[string]engine.Backend{"b": {Backend: slowTools(0, map[string]int{})}},
 		MaxMessageBytes: 100,
 	})
@@ -167,7 +167,7 @@ func TestNoRerunOfWhatTheAgentHas(t *testing.T) {
 		})
 		pol := readsPolicy()
 		pol.Tools["write"] = policy.Tool{Writes: policy.Refs("path")}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(100*time.Millisecond, runs)}},
 			Policy:    pol,
 			Predictor: always,
@@ -219,7 +219,7 @@ func TestDebugLinePerSpeculation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"b": {Backend: slowTools(time.Second, map[string]int{})}},
 			Policy:    readsPolicy(),
 			Predictor: next,
@@ -293,7 +293,7 @@ func TestOfferLate(t *testing.T) {
 				}
 			}
 		}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends: map[string]engine.Backend{"b": {Backend: counted, Limits: sched.Limits{Slots: 8}}},
 			Policy:   readsPolicy(),
 		})

@@ -24,7 +24,7 @@ func (anyTool) Call(ctx context.Context, req backend.Request) (backend.Response,
 // call cannot grow the metrics without bound.
 func TestMetricLabelsBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:   map[string]engine.Backend{"any": {Backend: anyTool{}}},
 		Registerer: reg,
 	})
@@ -63,7 +63,7 @@ func TestMetricLabelsBounded(t *testing.T) {
 // lists keeps its own figures however many others came first (issue 23:
 // 20,000 names took 178 MiB and made /v1/stats 85 MB).
 func TestToolStatsBounded(t *testing.T) {
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{
 		"any":    {Backend: anyTool{}},
 		"listed": {Backend: anyTool{}, Tools: []string{"read"}},
 	}})

@@ -182,7 +182,7 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 	}
 	m := r.mut
 	m.Fleet = f
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:  map[string]engine.Backend{"store": {Backend: r.st.backend()}},
 		Policy:    testPolicy,
 		Predictor: r.oracle,

@@ -207,7 +207,7 @@ func BenchmarkRelayBytes(b *testing.B) {
 //	go test -run '^$' -bench StreamTimeWait -benchtime 20x ./gateway/
 func BenchmarkStreamTimeWait(b *testing.B) {
 	const latency, rest = 100 * time.Millisecond, 75 * time.Millisecond
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
 			"lookup": func(ctx context.Context, args json.RawMessage) (string, error) {
 				select {

@@ -33,7 +33,7 @@ func TestLateStreamOfferRefused(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var mu sync.Mutex
 				runs := map[string]int{}
-				eng := engine.New(engine.Options{
+				eng := engine.New(&engine.Options{
 					Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
 						"lookup": func(ctx context.Context, args json.RawMessage) (string, error) {
 							mu.Lock()

@@ -22,7 +22,7 @@ import (
 // network: decoding the request, the engine's authoritative miss on an
 // instant backend, and encoding the answer.
 func BenchmarkHandler(b *testing.B) {
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
 		"read": func(ctx context.Context, args json.RawMessage) (string, error) {
 			return `{"content": "hello", "lines": 1}`, nil
 		},
@@ -57,7 +57,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rb.Close()
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"web": {Backend: rb}}})
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"web": {Backend: rb}}})
 	defer eng.Close()
 	api := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Logger: quiet}))
 	defer api.Close()

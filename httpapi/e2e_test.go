@@ -143,7 +143,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	defer rb.Close()
 	reg := prometheus.NewRegistry()
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends: map[string]engine.Backend{"web": {Backend: rb}},
 		Policy: &policy.Policy{Tools: map[string]policy.Tool{
 			"search": {Allow: true},
@@ -229,7 +229,7 @@ func TestBeginSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rb.Close()
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:  map[string]engine.Backend{"web": {Backend: rb}},
 		Policy:    &policy.Policy{Tools: map[string]policy.Tool{"search": {Allow: true}}},
 		Predictor: searchFirst{searchThenFetch},
@@ -278,7 +278,7 @@ func TestMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rb.Close()
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:  map[string]engine.Backend{"web": {Backend: rb}},
 		Policy:    &policy.Policy{Tools: map[string]policy.Tool{"search": {Allow: true}}},
 		Predictor: searchWhatIsSaid{searchThenFetch},

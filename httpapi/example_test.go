@@ -20,7 +20,7 @@ import (
 // arguments for its session, and gets the result with how it was served.
 func ExampleNew() {
 	reg := prometheus.NewRegistry()
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends: map[string]engine.Backend{"local": {Backend: backend.Funcs{
 			"weather": func(ctx context.Context, args json.RawMessage) (string, error) {
 				return `{"city": "Lyon", "celsius": 21}`, nil

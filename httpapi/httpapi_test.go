@@ -58,7 +58,7 @@ func newHandler(eng httpapi.Engine, opts httpapi.Options) *httpapi.Handler {
 
 func newEngine(t *testing.T, reg prometheus.Registerer) *engine.Engine {
 	t.Helper()
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends: map[string]engine.Backend{
 			"local":   {Backend: tools, Tools: []string{"echo", "text", "number_text", "fail"}},
 			"down":    {Backend: brokenBackend{errors.New("dial tcp 127.0.0.1:9: connection refused")}, Tools: []string{"down"}},
@@ -198,7 +198,7 @@ func TestEngineClosed(t *testing.T) {
 }
 
 func TestClientGone(t *testing.T) {
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
 		"wait": func(ctx context.Context, args json.RawMessage) (string, error) {
 			<-ctx.Done()
 			return "", ctx.Err()

@@ -57,7 +57,7 @@ func aheadFor(b *testing.B, tools string) *httptest.Server {
 		b.Fatal(err)
 	}
 	b.Cleanup(rb.Close)
-	eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"web": {Backend: rb}}})
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"web": {Backend: rb}}})
 	b.Cleanup(eng.Close)
 	api := httptest.NewServer(httpapi.New(eng, &httpapi.Options{Logger: quiet}))
 	b.Cleanup(api.Close)

@@ -23,7 +23,7 @@ func TestQueueFull(t *testing.T) {
 		release := make(chan struct{})
 		reg := prometheus.NewRegistry()
 		ran := 0
-		eng := engine.New(engine.Options{Backends: map[string]engine.Backend{"b": {
+		eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {
 			Backend: backend.Funcs{"wait": func(ctx context.Context, _ json.RawMessage) (string, error) {
 				ran++
 				<-release

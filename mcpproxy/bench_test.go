@@ -63,11 +63,11 @@ func BenchmarkAddedLatencyHTTP(b *testing.B) {
 }
 
 func benchProxy(b *testing.B, up Upstream) *Proxy {
-	p, err := New(Options{Upstreams: []Upstream{up}, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
+	p, err := New(&Options{Upstreams: []Upstream{up}, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(engine.Options{Backends: p.Backends(), Route: p.Route, Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(&engine.Options{Backends: p.Backends(), Route: p.Route, Logger: slog.New(slog.DiscardHandler)})
 	p.Attach(eng)
 	b.Cleanup(func() {
 		p.Close()

@@ -78,7 +78,7 @@ func newE2E(t *testing.T, ups []Upstream, pred predict.Predictor) *e2e {
 	for i := range ups {
 		ups[i].TrustAnnotations = true
 	}
-	p, err := New(Options{Upstreams: ups, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
+	p, err := New(&Options{Upstreams: ups, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newE2E(t *testing.T, ups []Upstream, pred predict.Predictor) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Options{
+	eng := engine.New(&engine.Options{
 		Backends:  p.Backends(),
 		Route:     p.Route,
 		Policy:    AnnotationPolicy(nil, tools),

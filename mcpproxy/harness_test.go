@@ -266,7 +266,7 @@ var readAfterList = predict.Func(func(ev trace.Event) []predict.Prediction {
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{t: t, up: &testServer{}, clock: &fakeClock{t: time.Unix(1e9, 0)}}
-	p, err := New(Options{
+	p, err := New(&Options{
 		Upstreams: []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted, Limits: o.limits}},
 		Logger:    slog.New(slog.DiscardHandler),
 		Stderr:    io.Discard,
@@ -285,7 +285,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		}
 		pol = AnnotationPolicy(nil, tools)
 	}
-	r.eng = engine.New(engine.Options{
+	r.eng = engine.New(&engine.Options{
 		Backends:  p.Backends(),
 		Route:     p.Route,
 		Policy:    pol,

@@ -31,7 +31,7 @@ func TestHTTPBothSides(t *testing.T) {
 	}, &mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(upstream.Close)
 
-	p, err := New(Options{
+	p, err := New(&Options{
 		Upstreams:    []Upstream{{Name: "fs", URL: upstream.URL, Headers: map[string]string{"X-Test": "1"}, TrustAnnotations: true}},
 		Logger:       slog.New(slog.DiscardHandler),
 		Stderr:       io.Discard,
@@ -44,7 +44,7 @@ func TestHTTPBothSides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Options{Backends: p.Backends(), Route: p.Route, Policy: AnnotationPolicy(nil, tools),
+	eng := engine.New(&engine.Options{Backends: p.Backends(), Route: p.Route, Policy: AnnotationPolicy(nil, tools),
 		Predictor: readAfterList, Logger: slog.New(slog.DiscardHandler)})
 	p.Attach(eng)
 	front := httptest.NewServer(p.Handler())

@@ -102,9 +102,15 @@ type route struct {
 	tool string // the upstream's name for it
 }
 
-// New returns a Proxy for the upstreams. It starts nothing: upstreams are
-// started per downstream session.
-func New(opts Options) (*Proxy, error) {
+// New returns a Proxy for the upstreams of opts. It starts nothing:
+// upstreams are started per downstream session. The options are copied;
+// nil, like Options without upstreams, is an error: a proxy needs an
+// upstream.
+func New(o *Options) (*Proxy, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
 	if len(opts.Upstreams) == 0 {
 		return nil, errors.New("mcpproxy: no upstreams")
 	}

@@ -53,7 +53,7 @@ func TestMinedPredictionReusedThroughEngine(t *testing.T) {
 			"list_items": slow(`{"items": [{"name": "x1"}, {"name": "x2"}]}`),
 			"read_item":  slow("content"),
 		}
-		eng := engine.New(engine.Options{
+		eng := engine.New(&engine.Options{
 			Backends:  map[string]engine.Backend{"local": {Backend: tools}},
 			Policy:    &policy.Policy{Tools: map[string]policy.Tool{"read_item": {Allow: true}}},
 			Predictor: online,

@@ -24,7 +24,7 @@ import (
 // serve, so the wiring has three steps:
 //
 //	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, opts)
-//	eng := engine.New(engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
+//	eng := engine.New(&engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
 //	mountMCP(mux, p, eng)   // serves /mcp
 //	...
 //	eng.Close(); p.Close()
@@ -43,7 +43,7 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 	}
 	// The operator's policy is the base of the annotation rules, at
 	// startup (below) and when sessions list new or changed tools.
-	p, err := mcpproxy.New(mcpproxy.Options{Upstreams: ups, Logger: o.Logger, Stderr: o.Stderr, Version: o.Version, Policy: base})
+	p, err := mcpproxy.New(&mcpproxy.Options{Upstreams: ups, Logger: o.Logger, Stderr: o.Stderr, Version: o.Version, Policy: base})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,7 +129,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	if fl != nil {
 		eo.Fleet = fl
 	}
-	eng := engine.New(eo)
+	eng := engine.New(&eo)
 	if fl != nil {
 		fl.Start(eng)
 		defer fl.Close() // after the engine (closeMCP)

@@ -167,7 +167,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		// session (mcpproxy.Proxy.EndSession).
 		eo.SessionEnded = st.mcp.EndSession
 	}
-	st.eng = engine.New(eo)
+	st.eng = engine.New(&eo)
 	if st.fleet != nil {
 		st.fleet.Start(st.eng)
 	}
