@@ -104,6 +104,16 @@ func (e *Engine) Join(from, into string) {
 	e.unlock()
 }
 
+// Resolve returns the session a name stands for: the session Join folded
+// it into, or the name itself. The links between a model-side session and
+// a tool-side one are kept here, once, with the engine's sessions: the
+// gateway asks for them.
+func (e *Engine) Resolve(session string) string {
+	e.lock()
+	defer e.unlock()
+	return e.resolveLocked(session)
+}
+
 // fold is a name Join folded away (from) and the session it stands for.
 type fold struct{ from, into string }
 

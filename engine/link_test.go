@@ -350,3 +350,24 @@ func TestOfferFoldedWhileRecording(t *testing.T) {
 		}
 	})
 }
+
+// TestResolve: the engine keeps the links between sessions, once; the
+// gateway asks for them. A name folded away stands for its session until
+// that session ends; a second fold of the name is ignored.
+func TestResolve(t *testing.T) {
+	eng := engine.New(nil)
+	defer eng.Close()
+	eng.Join("llm-1", "tools-1")
+	eng.Join("llm-1", "tools-2") // a later link cannot overrule the first
+	for _, tc := range []struct{ name, want string }{
+		{"llm-1", "tools-1"}, {"tools-1", "tools-1"}, {"llm-2", "llm-2"},
+	} {
+		if got := eng.Resolve(tc.name); got != tc.want {
+			t.Errorf("Resolve(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	eng.EndSession("tools-1")
+	if got := eng.Resolve("llm-1"); got != "llm-1" {
+		t.Errorf("Resolve(llm-1) after its session ended = %q, want the name itself", got)
+	}
+}

@@ -36,6 +36,7 @@ func (nopEngine) Offer(string, int, []predict.Prediction) bool          { return
 func (nopEngine) ThinkTime(string, time.Duration)                       {}
 func (nopEngine) NextSeq(string) int                                    { return 0 }
 func (nopEngine) Join(string, string)                                   {}
+func (nopEngine) Resolve(s string) string                               { return s }
 
 const benchRequest = `{"model":"gpt-test","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Copy a.txt to b.txt."}]}`
 

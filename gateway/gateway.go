@@ -54,6 +54,9 @@ type Engine interface {
 	// the Linker linked them after the agent's call had reached the
 	// tool side.
 	Join(from, into string)
+	// Resolve returns the session a name stands for: the one Join folded
+	// it into, or the name itself (engine.Engine.Resolve).
+	Resolve(session string) string
 }
 
 // Upstream is a model API the gateway forwards to.
@@ -415,12 +418,12 @@ func (g *Gateway) copyBody(w http.ResponseWriter, rc *http.ResponseController, b
 }
 
 // engineSession is the session the engine knows a conversation by: the
-// tool side's, once linked.
+// tool side's, once linked (the engine keeps the links).
 func (g *Gateway) engineSession(session string) string {
 	if g.opts.Linker == nil {
-		return session
+		return session // nothing links sessions
 	}
-	return g.opts.Linker.Resolve(session)
+	return g.opts.Engine.Resolve(session)
 }
 
 // autoPrefix starts the names of the sessions the gateway gives requests

@@ -30,7 +30,7 @@ type message struct {
 
 // hear sends the request's new messages to the engine. session names the
 // conversation (the digests of its history); the engine hears them in the
-// session it is linked to (Linker.Resolve).
+// session it is linked to (Engine.Resolve).
 func (g *Gateway) hear(ctx context.Context, session string, msgs []message, appendOnly bool) {
 	for _, i := range g.hist.update(session, msgs, appendOnly) {
 		m := msgs[i]

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -25,9 +24,11 @@ const DefaultLinkerCalls = 4096
 // without Ahead-Session). A conversation's next request is known by the
 // call ids of the tool results it returns (SessionOfID). When the agent's
 // call reaches the tool side in a session of its own, the engine asks Link
-// (engine.Linker), folds the gateway's session into the tool side's, and
-// from then on the gateway speaks to the engine in the tool side's session
-// (Resolve).
+// (engine.Linker) and folds the gateway's session into the tool side's
+// (engine.Engine.Join); from then on the gateway speaks to the engine in
+// the tool side's session. Which session a name stands for is kept once,
+// by the engine with its own sessions (engine.Engine.Resolve): the Linker
+// holds only the evidence.
 //
 // The gateway parses a response beside the copy that reaches the agent,
 // never holding the copy back, so on a loaded machine the agent may make a
@@ -43,8 +44,6 @@ type Linker struct {
 	keys  map[uint64]map[string]int // call key digest (callkey.Key.Hash) → session → count
 	ids   map[string]map[string]int // call id → session → count
 	limit int
-	links map[string]string // gateway session → the tool-side session it was folded into
-	order []string          // keys of links, oldest first (bounded by limit)
 
 	// Tool-side calls no model had emitted when they were made.
 	made     []madeCall // a ring like ring
@@ -75,8 +74,7 @@ func NewLinker(n int) *Linker {
 	return &Linker{
 		ring: make([]linked, n), limit: n,
 		keys: map[uint64]map[string]int{}, ids: map[string]map[string]int{},
-		links: map[string]string{},
-		made:  make([]madeCall, n), madeKeys: map[uint64]map[string]time.Time{},
+		made: make([]madeCall, n), madeKeys: map[uint64]map[string]time.Time{},
 	}
 }
 
@@ -84,8 +82,8 @@ func NewLinker(n int) *Linker {
 // whose request was sent at since. Arguments that are not a JSON object
 // are remembered by id alone. If the agent made the call already (the
 // gateway heard it late), Remember links session to the agent's tool-side
-// session and returns it once, as Link would have; the caller folds
-// session into it. It does so only on the same evidence as Link: exactly
+// session and returns it, as Link would have; the caller folds session
+// into it (the engine ignores a session folded already). It does so only on the same evidence as Link: exactly
 // one session emitted the call, and exactly one tool-side session made it
 // since, without a model's emission to link it to.
 func (l *Linker) Remember(session, id, tool string, args []byte, since time.Time) (into string, ok bool) {
@@ -122,9 +120,6 @@ func (l *Linker) Remember(session, id, tool string, args []byte, since time.Time
 // whose key has digest d, to the one tool-side session that made that call
 // at or after since, when nothing else could claim it.
 func (l *Linker) lateLinkLocked(session string, d uint64, since time.Time) (into string, ok bool) {
-	if _, linked := l.links[session]; linked {
-		return "", false
-	}
 	if from, ok := only(l.keys[d]); !ok || from != session {
 		return "", false
 	}
@@ -145,18 +140,7 @@ func (l *Linker) lateLinkLocked(session string, d uint64, since time.Time) (into
 	} else {
 		delete(m, into)
 	}
-	l.linkLocked(session, into)
 	return into, true
-}
-
-// linkLocked keeps the link from → into, forgetting the oldest past limit.
-func (l *Linker) linkLocked(from, into string) {
-	if len(l.order) >= l.limit {
-		delete(l.links, l.order[0])
-		l.order = l.order[1:]
-	}
-	l.links[from] = into
-	l.order = append(l.order, from)
 }
 
 // madeLocked keeps a tool-side call no model had emitted.
@@ -248,11 +232,12 @@ func (l *Linker) SessionOfID(id string) (session string, ok bool) {
 
 // Link reports the one gateway session whose model emitted the call with
 // key, if the call, now made in the tool-side session, links them: exactly
-// one session emitted it among the remembered calls, that session is not
-// the caller's own and has not been linked before. The link is then kept
-// (Resolve) and from is returned once; the caller folds from into session.
-// A session that could be either of two links to neither. A call no
-// session has emitted is kept for Remember, which may link it later.
+// one session emitted it among the remembered calls, and that session is
+// not the caller's own. The caller folds from into session; the engine
+// keeps the fold, and ignores a from folded already (into this session,
+// or into another, which one call in a third cannot overrule). A session
+// that could be either of two links to neither. A call no session has
+// emitted is kept for Remember, which may link it later.
 func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
 	now, d := time.Now(), key.Hash()
 	l.mu.Lock()
@@ -266,34 +251,13 @@ func (l *Linker) Link(session string, key callkey.Key) (from string, ok bool) {
 	if !ok || from == session {
 		return "", false
 	}
-	if _, linked := l.links[from]; linked {
-		// Folded already: into this session (nothing to do), or into
-		// another, which one call in a third cannot overrule.
-		return "", false
-	}
-	l.linkLocked(from, session)
 	return from, true
 }
 
-// Resolve returns the session a gateway session was linked to, or the
-// session itself when it is not linked.
-func (l *Linker) Resolve(session string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if to, ok := l.links[session]; ok {
-		return to
-	}
-	return session
-}
-
-// Forget drops the calls of a session and its link.
+// Forget drops the calls of a session.
 func (l *Linker) Forget(session string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.links[session]; ok {
-		delete(l.links, session)
-		l.order = slices.DeleteFunc(l.order, func(s string) bool { return s == session })
-	}
 	for i := range l.ring {
 		if l.ring[i].valid && l.ring[i].session == session {
 			l.dropLocked(&l.ring[i])

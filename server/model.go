@@ -11,17 +11,18 @@ import (
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/gateway"
 	"github.com/ahead-dev/ahead/policy"
-	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/speculator"
-	"github.com/ahead-dev/ahead/trace"
 )
 
+// The engine is what a speculator guesses for.
+var _ speculator.Engine = (*engine.Engine)(nil)
+
 // newSpeculator builds the fast-model speculator of cfg's speculator block;
-// eng is read when its guesses arrive, after the engine is built. It logs
-// where conversation text will be sent.
+// the engine, built after it, is attached to it (Speculator.Attach). It
+// logs where conversation text will be sent.
 // tools lists the tools it may guess: those the configuration's backends
 // list (by name; MCP upstreams' tools come with their sessions' calls).
-func newSpeculator(sc *config.Speculator, tools []string, pol *policy.Policy, eng **engine.Engine, reg prometheus.Registerer, logger *slog.Logger) (*speculator.Speculator, error) {
+func newSpeculator(sc *config.Speculator, tools []string, pol *policy.Policy, reg prometheus.Registerer, logger *slog.Logger) (*speculator.Speculator, error) {
 	key := ""
 	if sc.APIKeyEnv != "" {
 		v, ok := os.LookupEnv(sc.APIKeyEnv)
@@ -46,13 +47,9 @@ func newSpeculator(sc *config.Speculator, tools []string, pol *policy.Policy, en
 			}
 			return out
 		},
-		Private: func(tool string) bool { return pol.Lookup(tool).Private },
-		Offer: func(session string, seq int, preds []predict.Prediction) bool {
-			return (*eng).Offer(session, seq, preds)
-		},
-		Conversation: func(session string) []trace.Event { return (*eng).Conversation(session) },
-		Logger:       logger,
-		Registerer:   reg,
+		Private:    func(tool string) bool { return pol.Lookup(tool).Private },
+		Logger:     logger,
+		Registerer: reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("speculator: %w", err)

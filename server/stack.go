@@ -132,7 +132,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		eo.Predictor = st.predictor
 	}
 	if cfg.Speculator != nil {
-		if st.spec, err = newSpeculator(cfg.Speculator, slices.Sorted(maps.Keys(routes)), pol, &st.eng, st.reg, logger); err != nil {
+		if st.spec, err = newSpeculator(cfg.Speculator, slices.Sorted(maps.Keys(routes)), pol, st.reg, logger); err != nil {
 			return nil, err
 		}
 		if st.predictor != nil {
@@ -170,6 +170,9 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	st.eng = engine.New(&eo)
 	if st.fleet != nil {
 		st.fleet.Start(st.eng)
+	}
+	if st.spec != nil {
+		st.spec.Attach(st.eng) // its guesses go to the engine
 	}
 	return st, nil
 }

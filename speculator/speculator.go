@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -86,10 +87,12 @@ type Options struct {
 	// private: true); nil: none.
 	Private func(tool string) bool
 	// Offer receives the guesses (engine.Engine.Offer); nil: guesses are
-	// made and counted but go nowhere.
+	// made and counted but go nowhere, unless an engine is attached
+	// (Attach).
 	Offer OfferFunc
 	// Conversation returns a session's recent messages
-	// (engine.Engine.Conversation); nil: the messages Hear was given.
+	// (engine.Engine.Conversation); nil: the messages Hear was given,
+	// unless an engine is attached (Attach).
 	Conversation func(session string) []trace.Event
 	// Logger receives debug lines on failures; nil: discarded.
 	Logger *slog.Logger
@@ -104,6 +107,45 @@ type Options struct {
 // agent had begun that call.
 type OfferFunc func(session string, seq int, preds []predict.Prediction) bool
 
+// Engine is what the speculator needs of the engine it guesses for
+// (engine.Engine is one): where its guesses go, and a session's recent
+// conversation.
+type Engine interface {
+	Offer(session string, seq int, preds []predict.Prediction) bool
+	Conversation(session string) []trace.Event
+}
+
+// Attach gives the speculator the engine its guesses go to, in place of
+// Options.Offer and Options.Conversation: for an engine built after the
+// speculator, as one whose predictor includes the speculator is. The
+// engine calls the speculator only once it is built, so nothing is
+// guessed before.
+func (s *Speculator) Attach(e Engine) { s.eng.Store(&e) }
+
+// offer hands guesses to the attached engine, or to Options.Offer; it
+// reports false when they came too late.
+func (s *Speculator) offer(session string, seq int, preds []predict.Prediction) bool {
+	if e := s.eng.Load(); e != nil {
+		return (*e).Offer(session, seq, preds)
+	}
+	if s.opts.Offer != nil {
+		return s.opts.Offer(session, seq, preds)
+	}
+	return true
+}
+
+// conversation returns a session's recent messages from the attached
+// engine or Options.Conversation; ok is false with neither.
+func (s *Speculator) conversation(session string) (msgs []trace.Event, ok bool) {
+	if e := s.eng.Load(); e != nil {
+		return (*e).Conversation(session), true
+	}
+	if s.opts.Conversation != nil {
+		return s.opts.Conversation(session), true
+	}
+	return nil, false
+}
+
 // Speculator asks a fast model for a session's next tool calls whenever a
 // think window opens, and offers its guesses to the engine. It is a
 // predict.Predictor and a predict.Hearer whose Observe and Hear return nil at
@@ -116,7 +158,8 @@ type Speculator struct {
 	m       *metrics
 	ctx     context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the requests in flight
+	wg      sync.WaitGroup         // the requests in flight
+	eng     atomic.Pointer[Engine] // set by Attach
 
 	mu           sync.Mutex // protects everything below, and led
 	led          *ledger
@@ -401,8 +444,8 @@ func (s *Speculator) ask(w *window, r request) {
 		}
 	}
 	conv := r.msgs
-	if s.opts.Conversation != nil {
-		conv = s.opts.Conversation(w.session)
+	if c, ok := s.conversation(w.session); ok {
+		conv = c
 	}
 	msgs := buildMessages(w.k, conv, r.calls, s.opts.Private, s.opts.ContextTokens*charsPerToken)
 
@@ -484,7 +527,7 @@ func (s *Speculator) ask(w *window, r request) {
 	if len(preds) == 0 {
 		return
 	}
-	if s.opts.Offer != nil && !s.opts.Offer(w.session, seq, preds) {
+	if !s.offer(w.session, seq, preds) {
 		s.mu.Lock()
 		s.led.retract(w)
 		s.mu.Unlock()

@@ -439,3 +439,43 @@ func TestUserMessageOpensWindow(t *testing.T) {
 		}
 	})
 }
+
+// attached is an engine a speculator is attached to: it keeps the offers
+// and answers the conversation.
+type attached struct {
+	offers chan []predict.Prediction
+	conv   []trace.Event
+}
+
+func (a *attached) Offer(_ string, _ int, p []predict.Prediction) bool { a.offers <- p; return true }
+func (a *attached) Conversation(string) []trace.Event                  { return a.conv }
+
+// TestAttach: an engine attached after the speculator is built (as one
+// whose predictor includes it) receives its guesses, and its conversation
+// is what the model is asked with.
+func TestAttach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &scripted{reply: always(200, completion(10, tc{"read_item", `{"name":"a"}`}), 0)}
+		s, o, _ := newTest(t, inMemory{srv}, nil)
+		eng := &attached{offers: make(chan []predict.Prediction, 1),
+			conv: []trace.Event{message("a", 0, trace.RoleUser, "Read the attached file.")}}
+		s.Attach(eng)
+		s.Observe(result("a", 0, 1, "list_items", `{}`, `["a"]`, 0))
+		synctest.Wait()
+		select {
+		case p := <-eng.offers:
+			if len(p) != 1 || p[0].Tool != "read_item" {
+				t.Errorf("offered %v, want the read_item guess", p)
+			}
+		default:
+			t.Fatal("the attached engine was offered nothing")
+		}
+		if n := len(o.all()); n != 0 {
+			t.Errorf("Options.Offer got %d offers beside the attached engine, want none", n)
+		}
+		reqs := srv.received()
+		if len(reqs) != 1 || !strings.Contains(reqs[0].raw, "Read the attached file.") {
+			t.Errorf("the request did not carry the attached engine's conversation")
+		}
+	})
+}
