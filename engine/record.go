@@ -154,12 +154,16 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		e.st.totals.Outcomes = make(map[Outcome]int64)
 	}
 	e.st.totals.Outcomes[why]++
-	done := settled{
-		tool: en.key.Tool, from: en.from, args: en.key.Args, origins: en.origins,
-		p: en.p, why: why, ran: en.ran,
+	// Counted in place: Prometheus counters neither block nor call out.
+	e.metrics.specOutcome(en.key.Tool, why)
+	e.metrics.originOutcome(en.origins, why)
+	if e.debug {
+		e.st.tail.logs = append(e.st.tail.logs, settled{
+			tool: en.key.Tool, from: en.from, args: en.key.Args, origins: en.origins,
+			p: en.p, why: why, ran: en.ran, took: en.finished.Sub(en.started),
+		})
 	}
 	if !en.ran {
-		e.st.tail.settled = append(e.st.tail.settled, done)
 		if e.opts.Amplification > 0 {
 			// Never started: the amplification budget gets it back.
 			e.st.tokens = min(e.st.tokens+1, e.opts.AmplificationBurst)
@@ -168,7 +172,6 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 	}
 	e.calibrateLocked(en, why)
 	ran := en.finished.Sub(en.started)
-	done.took = ran
 	ts := e.toolLocked(en.key.Tool)
 	en.origins.each(func(o predict.Origin) {
 		os := e.originLocked(o)
@@ -193,9 +196,8 @@ func (e *Engine) settleLocked(en *entry, why Outcome) {
 		e.st.totals.Wasted += ran
 		ts.wasted++
 		ts.wastedTime += ran
-		done.wasted = true
+		e.metrics.wastedSeconds.WithLabelValues(e.metrics.tool(en.key.Tool)).Add(ran.Seconds())
 	}
-	e.st.tail.settled = append(e.st.tail.settled, done)
 	if why == OutcomeReused || why == OutcomePromoted {
 		ts.saved += en.saved
 	}

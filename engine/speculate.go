@@ -232,7 +232,7 @@ func (e *Engine) minProbabilityLocked() float64 {
 // budget.
 func (e *Engine) declineLocked(tool string) {
 	e.st.totals.Declined++
-	e.st.tail.declined = append(e.st.tail.declined, tool)
+	e.metrics.declined.WithLabelValues(e.metrics.tool(tool)).Inc()
 }
 
 // dryRunVariant returns the safe variant of a call: its arguments patched

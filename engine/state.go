@@ -15,12 +15,14 @@ import (
 // guarded by Engine.mu, and is read and changed only between e.lock() and
 // e.unlock(). Methods named *Locked are steps taken inside the door; they
 // change the state and put what must follow the change into its tail:
-// the records to write, the sessions the predictor must forget, the
-// metrics to count, the log lines, the waiters to wake. unlock releases
-// the lock and then does the tail, in that order, so that nothing slow
-// (a recorder's I/O, a predictor's Forget, a log handler) runs under the
-// lock and nothing that follows a change can be forgotten at one of the
-// places that change it.
+// the waiters to wake, the sessions the predictor must forget, the
+// records to write, the debug lines, the metrics of a finished call or a
+// started execution. unlock releases the lock and then does the tail, in
+// that order, so that nothing that may block or call out of the engine (a
+// recorder's I/O, a predictor's Forget, a log handler) runs under the lock,
+// and nothing that follows a change can be forgotten at one of the places
+// that change it. Counters are counted in place, with the change:
+// Prometheus counters neither block nor call out.
 
 // state is the engine's mutable state (see above).
 type state struct {
@@ -79,11 +81,9 @@ type tail struct {
 	// records: events to record, in the order they happened (speculative
 	// executions as they settle, calls, messages, emitted calls).
 	records []trace.Event
-	// settled: speculative executions whose outcome was fixed, for the
-	// metrics and the debug log.
-	settled []settled
-	// declined: tools of predictions not run for want of budget.
-	declined []string
+	// logs: speculative executions whose outcome was fixed, for the
+	// debug log (only when it is on).
+	logs []settled
 	// call: the authoritative call finished (hasCall), for the metrics.
 	call    callDone
 	hasCall bool
@@ -103,7 +103,7 @@ type callDone struct {
 }
 
 // settled is a speculative execution whose outcome was fixed, as the
-// metrics and the debug log see it.
+// debug log sees it.
 type settled struct {
 	tool, from, args string // args: canonical, digested for the log
 	origins          origins
@@ -111,7 +111,6 @@ type settled struct {
 	why              Outcome
 	ran              bool
 	took             time.Duration // how long it ran, if it ran
-	wasted           bool          // it ran and served nobody
 }
 
 // lock opens the door: the state may be read and changed until unlock.
@@ -123,7 +122,7 @@ func (e *Engine) unlock() {
 	t := e.st.tail
 	e.st.tail = tail{}
 	e.mu.Unlock()
-	if t.forget == nil && t.records == nil && t.settled == nil && t.declined == nil &&
+	if t.forget == nil && t.records == nil && t.logs == nil &&
 		!t.hasCall && !t.hasStarted && t.wake == nil {
 		return
 	}
@@ -150,20 +149,10 @@ func (e *Engine) doTail(t *tail) {
 			}
 		}
 	}
+	for _, s := range t.logs {
+		e.logSpeculation(s)
+	}
 	m := e.metrics
-	for _, s := range t.settled {
-		if e.debug {
-			e.logSpeculation(s)
-		}
-		m.specOutcome(s.tool, s.why)
-		m.originOutcome(s.origins, s.why)
-		if s.wasted {
-			m.wastedSeconds.WithLabelValues(m.tool(s.tool)).Add(s.took.Seconds())
-		}
-	}
-	for _, tool := range t.declined {
-		m.declined.WithLabelValues(m.tool(tool)).Inc()
-	}
 	if t.hasStarted {
 		m.specStarted.WithLabelValues(m.tool(t.started)).Inc()
 	}
