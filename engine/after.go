@@ -77,7 +77,7 @@ func (e *Engine) predictAfter(s *session) {
 			s.after = nil
 			s.afterRun = false
 			if s.afterDone != nil {
-				e.st.tail.wake = append(e.st.tail.wake, s.afterDone)
+				e.st.tail.wake = s.afterDone
 				s.afterDone = nil
 			}
 			e.unlock()

@@ -90,8 +90,9 @@ type tail struct {
 	// started: the tool of a speculative execution that started.
 	started    string
 	hasStarted bool
-	// wake: channels to close (waiters on a session's prediction).
-	wake []chan struct{}
+	// wake: a channel to close (the waiters on a session's prediction;
+	// one stay inside the door drains at most one session's queue).
+	wake chan struct{}
 }
 
 // callDone is a finished authoritative call, as the metrics count it.
@@ -131,8 +132,8 @@ func (e *Engine) unlock() {
 
 // doTail does a tail, outside the lock.
 func (e *Engine) doTail(t *tail) {
-	for _, ch := range t.wake {
-		close(ch)
+	if t.wake != nil {
+		close(t.wake)
 	}
 	for _, id := range t.forget {
 		if e.opts.Predictor != nil {
