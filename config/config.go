@@ -13,6 +13,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -131,6 +132,26 @@ type Traces struct {
 	// any record could not be written (a full disk); the loss is reported
 	// either way.
 	FailOnLoss bool
+}
+
+// The bound on the recent sessions RecentTraces keeps: recentFiles files of
+// at most recentFileBytes, the oldest deleted first. Each process starts a
+// file of its own, so the folder keeps the last recentFiles sessions (fewer
+// if they are large); relearning reads at most the last 20,000 calls of
+// them.
+const (
+	recentFileBytes = 4 << 20
+	recentFiles     = 16
+)
+
+// RecentTraces is where `ahead mcp` records its session when it learns into
+// the pool p and no traces folder is given: dir, or the pool's checkpoint
+// path + ".recent". Each ahead mcp process serves one agent session:
+// without the sessions before it, the pool could only learn what recurs
+// within one (issue 24). They are the user's logs, kept bounded (64 MiB)
+// beside the pool.
+func RecentTraces(p *Patterns, dir string) *Traces {
+	return &Traces{Dir: cmp.Or(dir, p.Checkpoint+".recent"), Prefix: "mcp", MaxFileBytes: recentFileBytes, MaxFiles: recentFiles}
 }
 
 // Backend is one entry of the backends block: exactly one of HTTP and

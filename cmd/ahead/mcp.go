@@ -99,12 +99,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	case *recentDir != "" && *tracesDir != "":
 		return usageErr("--recent and --traces: give one (with --traces the recordings are what the pool learns from)")
 	case patterns != nil && patterns.Learn && traces == nil && *recentDir != none:
-		// Each ahead mcp process serves one agent session: without the
-		// sessions before it, the pool could only learn what recurs within
-		// one (issue 24). They are the user's logs, kept bounded beside
-		// the pool.
-		dir := cmp.Or(*recentDir, patterns.Checkpoint+".recent")
-		traces = &config.Traces{Dir: dir, Prefix: "mcp", MaxFileBytes: recentFileBytes, MaxFiles: recentFiles}
+		traces = config.RecentTraces(patterns, *recentDir)
 	}
 	if len(ups) == 0 {
 		return usageErr("no MCP server: give one after -- (ahead mcp -- npx -y SERVER ...) or in --config")
@@ -129,16 +124,6 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	return server.ServeMCP(ctx, cfg, e.stdin, e.stdout, opts)
 }
-
-// The bound on the recent sessions kept beside a pool (ahead mcp
-// --recent): recentFiles files of at most recentFileBytes, the oldest
-// deleted first. Each process starts a file of its own, so the folder keeps
-// the last recentFiles sessions (fewer if they are large); relearning reads
-// at most the last 20,000 calls of them.
-const (
-	recentFileBytes = 4 << 20
-	recentFiles     = 16
-)
 
 // commandUpstream is the upstream given on the command line (ahead mcp,
 // ahead init).

@@ -158,11 +158,12 @@ func TestMCPInspectorCLI(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"note.txt": "through ahead\n"})
 	upstream := []string{"mcp", "--trust-annotations", "--", node, filepath.Join(bin, "mcp-server-filesystem"), dir}
+	aheadBin := ahead(t) // built before the inspector's deadline starts: a build is not what that deadline bounds
 	inspect := func(args ...string) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		cmdArgs := append([]string{filepath.Join(bin, "inspector"), "--cli", ahead(t)}, upstream...)
+		cmdArgs := append([]string{filepath.Join(bin, "inspector"), "--cli", aheadBin}, upstream...)
 		cmd := exec.CommandContext(ctx, node, append(cmdArgs, args...)...)
 		tmp := t.TempDir()
 		cmd.Dir = tmp

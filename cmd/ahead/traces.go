@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -29,13 +28,6 @@ Images are dropped; text parts are joined.
 
 The output is gzipped when its name ends in .gz; "-" writes to stdout.`
 
-// importers are the transcript formats of --from.
-var importers = map[string]func(string, []byte, *trace.ImportOptions, *trace.ImportStats) ([]trace.Event, error){
-	"openai":    trace.ImportOpenAI,
-	"responses": trace.ImportOpenAI,
-	"anthropic": trace.ImportAnthropic,
-}
-
 func runTraces(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "traces import", "traces import --from openai|responses|anthropic FILE... -o OUT.jsonl.gz", tracesHelp)
 	from := fs.String("from", "", "input format: openai, responses or anthropic (required)")
@@ -51,8 +43,7 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	importFile, ok := importers[*from]
-	if !ok {
+	if _, ok := trace.ImporterFor(*from); !ok {
 		return usageErr("--from must be openai, responses or anthropic")
 	}
 	if *out == "" {
@@ -61,32 +52,10 @@ func runTraces(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() == 0 {
 		return usageErr("no input files given")
 	}
-	var events []trace.Event
 	var stats trace.ImportStats
-	for _, name := range fs.Args() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		calls := stats.Calls + stats.Bad
-		evs, err := importFile(name, data, &trace.ImportOptions{SkipBad: *skipBad}, &stats)
-		if err != nil {
-			if looks := trace.Sniff(data); looks != "" && !sameImporter(looks, *from) {
-				return fmt.Errorf("%w (read as --from %s; the file looks like %s transcripts: try --from %s)", err, *from, looks, looks)
-			}
-			return err
-		}
-		// A file of another format reads as conversations without calls
-		// (issue 27): say so rather than write a trace nothing can mine.
-		if stats.Calls+stats.Bad == calls {
-			if looks := trace.Sniff(data); looks != "" && !sameImporter(looks, *from) {
-				return fmt.Errorf("%s: no tool calls found reading it as --from %s; it looks like %s transcripts (try --from %s)", name, *from, looks, looks)
-			}
-		}
-		events = append(events, evs...)
+	events, err := trace.ImportFiles(ctx, fs.Args(), *from, &trace.ImportOptions{SkipBad: *skipBad}, &stats)
+	if err != nil {
+		return err
 	}
 	if stats.Calls+stats.Bad == 0 {
 		return fmt.Errorf("no tool calls found in %s read as --from %s (%d %s, %d %s): nothing to mine",
@@ -115,12 +84,6 @@ func writeTrace(e *env, name string, events []trace.Event) error {
 		return trace.Encode(e.stdout, events, false)
 	}
 	return trace.WriteFile(name, events)
-}
-
-// sameImporter reports whether --from from reads the format Sniff named:
-// the openai importer reads Responses items too.
-func sameImporter(sniffed, from string) bool {
-	return sniffed == from || sniffed != trace.FormatAnthropic && from != trace.FormatAnthropic
 }
 
 // plural is "1 file", "2 files".
