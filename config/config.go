@@ -62,7 +62,8 @@ type Config struct {
 
 	// Listen is the HOST:PORT ahead serve listens on (DefaultListen).
 	Listen string
-	// MaxBody bounds a call's request body (0: the httpapi default).
+	// MaxBody bounds a request body of the tool API and /mcp (0: the
+	// httpapi default).
 	MaxBody int64
 	// ShutdownGrace is how long in-flight calls may take to finish after
 	// SIGTERM (DefaultShutdownGrace).

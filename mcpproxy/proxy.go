@@ -56,6 +56,10 @@ type Options struct {
 	ReapInterval time.Duration
 	// SessionTimeout closes HTTP sessions idle this long; 0 means 30 min.
 	SessionTimeout time.Duration
+	// MaxBodyBytes bounds a request body of Handler: a larger one is
+	// answered 413 (issue 23: ahead serve's max_body). 0 means the SDK's
+	// default, 4 MiB.
+	MaxBodyBytes int64
 	// Now is the clock; nil means time.Now (tests).
 	Now func() time.Time
 	// Policy is the operator's policy: the base of the rules derived
@@ -258,7 +262,8 @@ func (p *Proxy) Handler() http.Handler {
 		p.wg.Go(p.reaper)
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server },
-		&mcp.StreamableHTTPOptions{Logger: discardLogger, SessionTimeout: p.opts.SessionTimeout})
+		&mcp.StreamableHTTPOptions{Logger: discardLogger, SessionTimeout: p.opts.SessionTimeout,
+			MaxRequestBodyBytes: p.opts.MaxBodyBytes})
 }
 
 // reaper ends the state of sessions the server no longer has.

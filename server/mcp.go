@@ -12,6 +12,7 @@ import (
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/policy"
@@ -23,9 +24,9 @@ import (
 // backends and router when it is built, and the proxy needs the engine to
 // serve, so the wiring has three steps:
 //
-//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, opts)
+//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, cfg.MaxBody, opts)
 //	eng := engine.New(&engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
-//	mountMCP(mux, p, eng)   // serves /mcp
+//	mountMCP(mux, p, eng, cfg.MaxBody)   // serves /mcp
 //	...
 //	eng.Close(); p.Close()
 
@@ -34,8 +35,10 @@ import (
 // trusted upstreams folded in under it. trustAll trusts every upstream
 // (--trust-annotations, or the configuration's trust_annotations). With
 // probe, the trusted upstreams are started now to read their annotations;
-// without, they are read from each session's own connection.
-func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll, probe bool, o *Options) (*mcpproxy.Proxy, *policy.Policy, error) {
+// without, they are read from each session's own connection. maxBody
+// bounds a request body over streamable HTTP (0: httpapi's default, as
+// for max_body).
+func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll, probe bool, maxBody int64, o *Options) (*mcpproxy.Proxy, *policy.Policy, error) {
 	if trustAll {
 		for i := range ups {
 			ups[i].TrustAnnotations = true
@@ -43,7 +46,8 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 	}
 	// The operator's policy is the base of the annotation rules, at
 	// startup (below) and when sessions list new or changed tools.
-	p, err := mcpproxy.New(&mcpproxy.Options{Upstreams: ups, Logger: o.Logger, Stderr: o.Stderr, Version: o.Version, Policy: base})
+	p, err := mcpproxy.New(&mcpproxy.Options{Upstreams: ups, Logger: o.Logger, Stderr: o.Stderr, Version: o.Version, Policy: base,
+		MaxBodyBytes: mcpMaxBody(maxBody)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,10 +67,36 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 }
 
 // mountMCP serves the proxy over streamable HTTP at /mcp of mux, with
-// tools/call going through eng (built with the proxy's backends and route).
-func mountMCP(mux *http.ServeMux, p *mcpproxy.Proxy, eng mcpproxy.Caller) {
+// tools/call going through eng (built with the proxy's backends and route),
+// and request bodies bounded by maxBody (max_body, as the tool API's).
+func mountMCP(mux *http.ServeMux, p *mcpproxy.Proxy, eng mcpproxy.Caller, maxBody int64) {
 	p.Attach(eng)
-	mux.Handle("/mcp", p.Handler())
+	mux.Handle("/mcp", mcpBodyLimit(p.Handler(), mcpMaxBody(maxBody)))
+}
+
+func mcpMaxBody(n int64) int64 {
+	if n <= 0 {
+		return httpapi.DefaultMaxBodyBytes
+	}
+	return n
+}
+
+// mcpBodyLimit answers a body declared larger than limit with 413 and a
+// JSON-RPC error, before anything is read (issue 23: /mcp took the SDK's
+// 4 MiB, whatever max_body said). A body that does not declare its length
+// is cut by the SDK at the same limit, which answers 413 "request body
+// exceeds N bytes".
+func mcpBodyLimit(h http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Connection", "close") // the body is not read
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"request body of %d bytes is larger than max_body (%d bytes)"}}`+"\n", r.ContentLength, limit)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // ServeMCP serves one MCP session reading in and writing out (ahead mcp:
@@ -105,7 +135,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 			return errors.Join(fmt.Errorf("traces: %w", err), closeMCP(nil, nil, pred, nil))
 		}
 	}
-	proxy, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, false, o)
+	proxy, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, false, 0, o)
 	if err != nil {
 		return errors.Join(err, closeMCP(nil, nil, pred, rec))
 	}

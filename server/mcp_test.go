@@ -179,3 +179,47 @@ func TestHTTPAPICallsMCPTool(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestMCPMaxBody: /mcp bounds request bodies by max_body like the tool API
+// (issue 23: it took the SDK's 4 MiB whatever max_body said). With
+// max_body 5MiB, an initialize of 4.5 MiB is served; 6 MiB, declared or
+// chunked, is refused with 413, a declared one with a JSON-RPC error.
+func TestMCPMaxBody(t *testing.T) {
+	cfg, err := (&config.Loader{Dir: t.TempDir()}).Parse("a.yaml", []byte("listen: 127.0.0.1:0\nmax_body: 5MiB\nmcpServers: {fs: {command: unused}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Upstreams = []mcpproxy.Upstream{fsUpstream(t)}
+	url := startRun(t, cfg)
+	const init = `"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	padded := func(n int) string { return "{" + strings.Repeat(" ", n-len(init)-1) + init }
+	post := func(body io.Reader, length int64) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/mcp", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = length
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	ok := padded(9 << 19)
+	if code, body := post(strings.NewReader(ok), int64(len(ok))); code != http.StatusOK || !strings.Contains(body, `"protocolVersion"`) {
+		t.Errorf("an initialize of 4.5 MiB under max_body 5MiB: %d %.200s, want 200 and the server's answer", code, body)
+	}
+	big := padded(6 << 20)
+	code, body := post(strings.NewReader(big), int64(len(big)))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, `"error":{"code":-32600`) || !strings.Contains(body, "max_body (5242880 bytes)") {
+		t.Errorf("a declared 6 MiB body: %d %.300s, want 413 and a JSON-RPC error naming max_body", code, body)
+	}
+	// -1: the length unknown, sent chunked.
+	if code, body := post(io.MultiReader(strings.NewReader(big)), -1); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "5242880") {
+		t.Errorf("a chunked 6 MiB body: %d %.300s, want 413 naming the limit", code, body)
+	}
+}

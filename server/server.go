@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 		mux.Handle("/v1/stats", api)
 	}
 	if st.mcp != nil {
-		mountMCP(mux, st.mcp, st.eng)
+		mountMCP(mux, st.mcp, st.eng, cfg.MaxBody)
 	}
 	// Requests live in a context the end of the grace period cancels, with
 	// a cause the API answers 503 for.
