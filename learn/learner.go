@@ -42,6 +42,12 @@ type LearnerOptions struct {
 	// Logger receives the failures of relearning at checkpoints, which do
 	// not stop the save; nil discards them.
 	Logger *slog.Logger
+	// Fleet, if set, learns with a fleet (fleet.go): Relearn mines only
+	// while this replica holds the fleet's mining lease, from the fleet's
+	// recent traffic instead of the calls kept here (which then only
+	// carry live sessions over to a new pool), and shares the pool;
+	// Adopt serves the pools the others share.
+	Fleet Fleet
 }
 
 // Learner is an Online predictor that also finds new patterns. Online
@@ -73,6 +79,11 @@ type Learner struct {
 	base      pattern.Mined // the pool's header at start
 	seen      pattern.Mined // sessions and calls observed since (Sessions, Calls)
 	lastMined pattern.Mined // the input of the latest mining (Sessions, Calls)
+	// With a fleet: the last pool shared (or the pool started from) and
+	// the trace stream position its counts cover.
+	fleetBase *pattern.Pool
+	fleetMark uint64
+	mineMu    sync.Mutex // one fleet mining at a time
 	saveMu    sync.Mutex
 }
 
@@ -85,7 +96,7 @@ var _ interface {
 // NewLearner returns a Learner starting from pool (which may have no
 // patterns). opts may be nil.
 func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
-	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64), base: pool.Mined}
+	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64), base: pool.Mined, fleetBase: pool}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -262,6 +273,9 @@ func (l *Learner) headerLocked() (sessions, calls int) {
 // adds the patterns the pool lacks, and serves the result. It returns how
 // many patterns were added.
 func (l *Learner) Relearn() (int, error) {
+	if l.opts.Fleet != nil {
+		return l.relearnFleet()
+	}
 	l.mu.Lock()
 	if !l.dirty {
 		l.mu.Unlock()

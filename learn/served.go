@@ -49,6 +49,8 @@ type Options struct {
 	// Logger receives the missing-pool warning, what relearning found and
 	// checkpoint failures; nil discards them.
 	Logger *slog.Logger
+	// Fleet, with Learn, learns with a fleet (LearnerOptions.Fleet).
+	Fleet Fleet
 }
 
 // Predictor is a pool in use: its patterns (an online predictor, or a
@@ -124,7 +126,7 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 	p := &Predictor{stop: func() {}, every: o.RelearnEvery}
 	var part predict.Predictor
 	if o.Learn {
-		l, err := NewLearner(pool, &LearnerOptions{Online: o.Online, MaxCalls: o.MaxCalls, MaxBytes: o.MaxBytes, Recorded: o.Recorded, Logger: log})
+		l, err := NewLearner(pool, &LearnerOptions{Online: o.Online, MaxCalls: o.MaxCalls, MaxBytes: o.MaxBytes, Recorded: o.Recorded, Logger: log, Fleet: o.Fleet})
 		if err != nil {
 			return nil, err
 		}
@@ -225,6 +227,15 @@ func (p *Predictor) KeptBytes() int64 {
 
 // Patterns returns the number of patterns served.
 func (p *Predictor) Patterns() int { return p.patterns() }
+
+// Adopt serves a pool the fleet shared (Learner.Adopt); without Learn it
+// fails.
+func (p *Predictor) Adopt(pool *pattern.Pool, mark uint64) error {
+	if p.learner == nil {
+		return errors.New("learn: a pool that does not learn cannot adopt the fleet's")
+	}
+	return p.learner.Adopt(pool, mark)
+}
 
 // CheckpointFailures counts the periodic checkpoints that failed (each is
 // logged; the final one's error is Close's).
