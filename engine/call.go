@@ -97,6 +97,8 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	if _, wanted := e.fenceWantedLocked(s, key, rule); fenced || !wanted {
 		en = e.claimLocked(s, key, rule, arrive)
 	}
+	// Without a result here, another replica's may serve it (shared.go).
+	remote := en == nil && e.lookupWanted(bname, rule)
 	completion := e.st.disabled&ruleCompletion == 0
 	e.unlock()
 	announce := !rule.IsReadOnly() && e.opts.Fleet != nil && !e.perSession[bname]
@@ -111,6 +113,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 	call := &authCall{
 		e: e, s: s, tool: tool, key: key, args: canon, rule: rule, effect: ef,
 		backend: bname, seq: seq, step: step, think: think, thinkHeard: thinkHeard, arrive: arrive,
+		remote: remote,
 	}
 	var span oteltrace.Span
 	if e.tracer != nil {
@@ -148,6 +151,7 @@ type authCall struct {
 	// (Engine.ThinkTime), which already counts in Engine.thinks.
 	thinkHeard bool
 	arrive     time.Time
+	remote     bool // may be served by another replica's result (shared.go)
 
 	toolTime time.Duration // how long the tool ran (speculatively or not)
 	executed bool          // ran authoritatively (its duration is a fresh sample)
@@ -158,6 +162,11 @@ func (c *authCall) serve(ctx context.Context, b backend.Backend, en *entry) (Res
 		res, ok, err := c.fromSpeculation(ctx, en)
 		if ok || err != nil {
 			return res, err
+		}
+	}
+	if c.remote {
+		if res, ok := c.fromFleet(ctx); ok {
+			return res, nil
 		}
 	}
 	return c.execute(ctx, b)

@@ -279,6 +279,7 @@ type Engine struct {
 	spaces     map[string]policy.PathSpace // how each backend's paths name files
 	metrics    *metrics
 	tracer     oteltrace.Tracer // nil: no spans
+	sharer     ResultSharer     // Options.Fleet, if it shares results; nil otherwise
 	policy     atomic.Pointer[policy.Policy]
 
 	debug bool // the logger takes debug lines
@@ -329,6 +330,9 @@ func New(o *Options) *Engine {
 		// With several backends without a tools list, which would serve
 		// an unlisted tool is ambiguous: none does (set Route to decide).
 		e.fallback = unlisted[0]
+	}
+	if rs, ok := opts.Fleet.(ResultSharer); ok {
+		e.sharer = rs
 	}
 	e.debug = opts.Logger.Enabled(context.Background(), slog.LevelDebug)
 	e.policy.Store(opts.Policy)

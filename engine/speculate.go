@@ -464,6 +464,14 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	if span != nil {
 		endSpecSpan(span, resp, err)
 	}
+	// Read before the entry is seen still valid below: every write the
+	// fleet applied up to the mark has been checked against it.
+	var mark Mark
+	marked := false
+	if e.sharer != nil && en.sess == nil && err == nil && !resp.IsError && resp.Raw == nil {
+		mark, marked = e.sharer.Mark()
+	}
+	var share *SharedResult
 
 	e.lock()
 	en.done = true
@@ -492,12 +500,18 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 			en.sess.bytes += en.size
 		}
 		e.st.filed.add(en)
+		if marked && en.level == policy.LevelFull && e.crossSession(en) && en.req.Tool == en.key.Tool {
+			share = &SharedResult{Output: resp.Output, Took: now.Sub(en.started), Expires: en.expires, Footprint: en.fp}
+		}
 		e.enforceBytesLocked(en.sess, now)
 		if e.st.onFiled != nil {
 			e.st.onFiled()
 		}
 	}
 	e.unlock()
+	if share != nil {
+		e.sharer.Share(en.backend, en.key, *share, mark)
+	}
 	if resp.RetryAfter > 0 {
 		e.sched.Backoff(en.backend, resp.RetryAfter)
 	}

@@ -139,6 +139,15 @@ type Options struct {
 	// pings mark it down. 0 means 500 ms (nats.go's default of 2 min
 	// would leave a frozen server unnoticed for minutes).
 	PingInterval time.Duration
+	// MaxResultBytes bounds the bucket of shared results (results.go),
+	// held in the server's memory; 0 means 32 MiB.
+	MaxResultBytes int64
+	// MaxResultSize bounds one shared result (larger ones are not
+	// shared); 0 means 256 KiB.
+	MaxResultSize int
+	// MaxResultAge bounds how long a shared result is kept, whatever its
+	// TTL; 0 means 10 min.
+	MaxResultAge time.Duration
 	// Logger logs connection changes; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the fleet's metrics (ahead_fleet_*); nil means
@@ -185,6 +194,15 @@ func (o Options) withDefaults() Options {
 	if o.PingInterval <= 0 {
 		o.PingInterval = 500 * time.Millisecond
 	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = 32 << 20
+	}
+	if o.MaxResultSize <= 0 {
+		o.MaxResultSize = 256 << 10
+	}
+	if o.MaxResultAge <= 0 {
+		o.MaxResultAge = 10 * time.Minute
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -202,6 +220,15 @@ type Stats struct {
 	FenceMissed int64 // fences that did not complete within FenceTimeout
 	FenceAbsent int64 // fences refused while another replica was missing
 	Resyncs     int64 // times the consumer was (re)started at the stream's end
+
+	// Shared results (results.go).
+	SharedHits    int64 // results of other replicas (or this one's) reused from the bucket
+	SharedRefused int64 // found in the bucket but refused: a write since, expired, another epoch
+	SharedPuts    int64 // results put in the bucket
+	SharedPurges  int64 // writes whose results were purged from the bucket
+	ShareDropped  int64 // puts and purges dropped: queue full, fleet down, bucket full
+	ShareTooBig   int64 // results larger than MaxResultSize, kept local
+	SharedErrors  int64 // lookups that failed (other than not found)
 }
 
 // Fleet is this replica's membership of a fleet. Create it with Join, give
@@ -219,7 +246,13 @@ type Fleet struct {
 
 	stats struct {
 		announced, late, lateSent, applied, fences, fenceDown, fenceMissed, fenceAbsent, resyncs atomic.Int64
+
+		sharedHits, sharedRefused, sharedPuts, sharedPurges, shareDropped, shareTooBig, sharedErrors atomic.Int64
 	}
+	res results // shared results (results.go)
+
+	// Mutations for tests (export_test.go): each removes one rule.
+	noPurge, noResultCheck bool
 
 	mu      sync.Mutex // protects everything below
 	app     Applier
@@ -310,6 +343,7 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 		wakeFence: make(chan struct{}, 1),
 		wakeKeep:  make(chan struct{}, 1),
 		stop:      make(chan struct{}),
+		res:       results{clocks: make(map[string]*clock), queue: make(chan shareJob, shareQueue)},
 	}
 	for _, b := range o.Backends {
 		s := f.subject(b)
@@ -455,6 +489,7 @@ func (f *Fleet) Start(app Applier) {
 	f.wg.Go(f.keeper)
 	f.wg.Go(f.fencer)
 	f.wg.Go(f.heartbeat)
+	f.wg.Go(f.sharer)
 }
 
 // Close stops consuming, waits for the fleet's goroutines, closes the
@@ -506,6 +541,14 @@ func (f *Fleet) Stats() Stats {
 		FenceMissed: f.stats.fenceMissed.Load(),
 		FenceAbsent: f.stats.fenceAbsent.Load(),
 		Resyncs:     f.stats.resyncs.Load(),
+
+		SharedHits:    f.stats.sharedHits.Load(),
+		SharedRefused: f.stats.sharedRefused.Load(),
+		SharedPuts:    f.stats.sharedPuts.Load(),
+		SharedPurges:  f.stats.sharedPurges.Load(),
+		ShareDropped:  f.stats.shareDropped.Load(),
+		ShareTooBig:   f.stats.shareTooBig.Load(),
+		SharedErrors:  f.stats.sharedErrors.Load(),
 	}
 }
 

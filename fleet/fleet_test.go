@@ -95,10 +95,23 @@ func (o *oracle) Forget(string) {}
 
 func args(key string) json.RawMessage { return json.RawMessage(`{"key":"` + key + `"}`) }
 
-// mutant removes one fleet rule, for the mutation check.
+// mutant removes one fleet rule, for the mutation check. sharedGet is
+// not a mutation: it marks get shared (a pure function, results.go) and
+// lets only replica 0 predict, so that the others' reads are served from
+// the results it shares.
 type mutant struct {
 	*fleet.Fleet
-	noAnnounce, noFence bool
+	noAnnounce, noFence    bool
+	noPurge, noResultCheck bool
+	sharedGet              bool
+}
+
+var sharedPolicy = &policy.Policy{
+	Tools: map[string]policy.Tool{
+		"get": {Allow: true, Reads: policy.Refs("key"), Shared: true},
+		"put": {Writes: policy.Refs("key")},
+	},
+	Dedup: policy.Dedup{Strategy: policy.StrategyAll},
 }
 
 func (m mutant) Announce(ctx context.Context, b string, ef policy.Effect) error {
@@ -182,12 +195,25 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 	}
 	m := r.mut
 	m.Fleet = f
-	eng := engine.New(&engine.Options{
+	if m.noPurge {
+		fleet.SetNoPurge(f)
+	}
+	if m.noResultCheck {
+		fleet.SetNoResultCheck(f)
+	}
+	eo := &engine.Options{
 		Backends:  map[string]engine.Backend{"store": {Backend: r.st.backend()}},
 		Policy:    testPolicy,
 		Predictor: r.oracle,
 		Fleet:     m,
-	})
+	}
+	if m.sharedGet {
+		eo.Policy = sharedPolicy
+		if i != 0 {
+			eo.Predictor = nil
+		}
+	}
+	eng := engine.New(eo)
 	f.Start(eng)
 	return r.slots[i].Swap(&replica{f: f, eng: eng})
 }

@@ -29,6 +29,7 @@ func (f *Fleet) Announce(ctx context.Context, backend string, ef policy.Effect) 
 	}
 	if err == nil {
 		f.stats.announced.Add(1)
+		f.purgeResults(backend, ef)
 		return nil
 	}
 	f.stats.late.Add(1)
@@ -225,12 +226,22 @@ func (f *Fleet) restart() error {
 		return fail(fmt.Errorf("stream %s: %w", f.stream, err))
 	}
 	last := s.CachedInfo().State.LastSeq
+	kv, ks, kerr := f.ensureBucket(ctx)
+	if kerr != nil {
+		// Results are then not shared; writes still are.
+		f.opts.Logger.Warn("fleet: results are not shared", "fleet", f.opts.Name, "err", kerr)
+	}
 	for _, b := range f.backend {
 		app.Invalidate(b, policy.Effect{All: true})
 	}
 	f.mu.Lock()
 	f.applied = last
 	f.str = s
+	f.res.kv, f.res.stream = kv, ks
+	f.res.epoch = s.CachedInfo().Created.UnixNano()
+	for _, b := range f.backend {
+		f.res.clocks[b] = &clock{floor: last}
+	}
 	f.mu.Unlock()
 	if len(f.subjects) > 0 {
 		cons, err := f.js.OrderedConsumer(ctx, f.stream, jetstream.OrderedConsumerConfig{
@@ -294,6 +305,11 @@ func (f *Fleet) handle(gen int, m jetstream.Msg) {
 	}
 	f.mu.Lock()
 	if f.gen == gen && meta.Sequence.Stream > f.applied {
+		if c := f.res.clocks[f.backend[m.Subject()]]; c != nil {
+			// Its own writes too: a result another replica put may
+			// predate them.
+			c.applyLocked(meta.Sequence.Stream, a.effect())
+		}
 		f.applied = meta.Sequence.Stream
 		f.signalLocked()
 	}

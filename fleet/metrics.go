@@ -24,6 +24,12 @@ func (f *Fleet) register(reg prometheus.Registerer) prometheus.Histogram {
 			ConstLabels: prometheus.Labels{"result": result},
 		}, func() float64 { return float64(v()) })
 	}
+	shared := func(result string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ahead_fleet_shared_results_total", Help: "Results of shared tools through the fleet's bucket, by what happened (hit: reused from it; refused: found, but a write since or expired; put; dropped: not sent; too_big: kept local).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(v()) })
+	}
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "ahead_fleet_fence_seconds", Help: "Time of the fences that succeeded.", Buckets: fenceBuckets,
 	})
@@ -42,6 +48,12 @@ func (f *Fleet) register(reg prometheus.Registerer) prometheus.Histogram {
 		counter("ahead_fleet_late_sent_total", "Late writes announced since.", f.stats.lateSent.Load),
 		counter("ahead_fleet_applied_total", "Writes of other replicas applied.", f.stats.applied.Load),
 		counter("ahead_fleet_resyncs_total", "Times the replica dropped its shared-state speculation and resumed at the stream's end.", f.stats.resyncs.Load),
+		shared("hit", f.stats.sharedHits.Load),
+		shared("refused", f.stats.sharedRefused.Load),
+		shared("put", f.stats.sharedPuts.Load),
+		shared("dropped", f.stats.shareDropped.Load),
+		shared("too_big", f.stats.shareTooBig.Load),
+		counter("ahead_fleet_shared_purges_total", "Writes whose shared results were purged from the bucket.", f.stats.sharedPurges.Load),
 		fence("ok", f.stats.fences.Load),
 		fence("down", f.stats.fenceDown.Load),
 		fence("absent", f.stats.fenceAbsent.Load),

@@ -64,6 +64,10 @@ type FleetStats struct {
 	// replica missing), timeout.
 	FencesRefused map[string]int64 `json:"fences_refused"`
 	Resyncs       int64            `json:"resyncs"`
+	// SharedResults counts results of shared tools through the fleet's
+	// bucket: hits (reused from it), refused (found but a write since,
+	// expired), puts, purges, dropped (not sent), too_big (kept local).
+	SharedResults map[string]int64 `json:"shared_results"`
 }
 
 // OriginStats is what the predictions of one origin led to, as reports

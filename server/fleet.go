@@ -63,6 +63,8 @@ func fleetStats(f *fleet.Fleet) func() *httpapi.FleetStats {
 			Announced: st.Announced, Late: st.Late, LateSent: st.LateSent, Applied: st.Applied, Fences: st.Fences,
 			FencesRefused: map[string]int64{"down": st.FenceDown, "absent": st.FenceAbsent, "timeout": st.FenceMissed},
 			Resyncs:       st.Resyncs,
+			SharedResults: map[string]int64{"hits": st.SharedHits, "refused": st.SharedRefused, "puts": st.SharedPuts,
+				"purges": st.SharedPurges, "dropped": st.ShareDropped, "too_big": st.ShareTooBig},
 		}
 	}
 }

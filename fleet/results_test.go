@@ -1,0 +1,133 @@
+package fleet_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ahead-dev/ahead/callkey"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/fleet"
+	"github.com/ahead-dev/ahead/policy"
+)
+
+// TestSharedResultsDifferential: get is a shared tool and only replica 0
+// speculates, so the other replicas' reads are served from the results it
+// shares, while sessions on all three write the same keys: every read an
+// agent receives equals the store's value at that moment. Reusing a shared
+// result without checking the writes applied since its mark makes stale
+// reads appear.
+func TestSharedResultsDifferential(t *testing.T) {
+	sessions := 1500
+	if raceEnabled || testing.Short() {
+		sessions = 450
+	}
+	r := startReplicas(t, 3, mutant{sharedGet: true}, "")
+	out := r.run(t, sessions, 6, 3, 24, 5, nil)
+	var hits, puts, refused, purges int64
+	for i := range r.slots {
+		st := r.slots[i].Load().f.Stats()
+		hits += st.SharedHits
+		puts += st.SharedPuts
+		refused += st.SharedRefused
+		purges += st.SharedPurges
+	}
+	t.Logf("%d sessions, %d calls: %d reused, %d stale; shared: %d puts, %d hits, %d refused, %d purges",
+		sessions, out.calls, out.reused, out.stale, puts, hits, refused, purges)
+	if out.stale != 0 {
+		t.Errorf("%d stale reads, first: %s", out.stale, out.firstStale)
+	}
+	if hits < int64(sessions)/10 {
+		t.Errorf("only %d shared results reused: the test does not exercise them", hits)
+	}
+
+	t.Run("no result check", func(t *testing.T) {
+		r := startReplicas(t, 3, mutant{sharedGet: true, noResultCheck: true}, "")
+		out := r.run(t, sessions, 6, 3, 24, 6, nil)
+		t.Logf("%d calls: %d reused, %d stale", out.calls, out.reused, out.stale)
+		if out.stale == 0 {
+			t.Error("reusing shared results unchecked left every read fresh: the differential test cannot see that rule")
+		}
+	})
+}
+
+// TestSharedResultPurged: a write purges the results it may change from
+// the bucket, and only those; with the purge removed, they stay.
+func TestSharedResultPurged(t *testing.T) {
+	for _, purge := range []bool{true, false} {
+		t.Run(map[bool]string{true: "purge", false: "no purge"}[purge], func(t *testing.T) {
+			ctx := t.Context()
+			f := benchFleetT(t)
+			if !purge {
+				fleet.SetNoPurge(f)
+			}
+			get := policy.Tool{Reads: policy.Refs("key"), Shared: true}
+			share := func(k string) (callkey.Key, policy.Footprint) {
+				key, err := callkey.Make("get", args(k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fp := get.Footprint(args(k))
+				mark, ok := f.Mark()
+				if !ok {
+					t.Fatal("no mark with the fleet up")
+				}
+				f.Share("store", key, engine.SharedResult{Output: k + "@0", Took: time.Millisecond, Expires: time.Now().Add(time.Minute), Footprint: fp}, mark)
+				return key, fp
+			}
+			ka, fpa := share("a")
+			kb, fpb := share("b")
+			waitFor(t, func() bool { return f.Stats().SharedPuts == 2 })
+			if _, ok := f.Lookup(ctx, "store", ka, fpa); !ok {
+				t.Fatal("a shared result was not found")
+			}
+			if err := f.Announce(ctx, "store", testPolicy.Lookup("put").Effect(args("a"))); err != nil {
+				t.Fatal(err)
+			}
+			// Whether purged or not, a's result is never reused again.
+			if _, ok := f.Lookup(ctx, "store", ka, fpa); ok {
+				t.Error("a's result reused after a write of a")
+			}
+			if _, ok := f.Lookup(ctx, "store", kb, fpb); !ok {
+				t.Error("b's result not found after a write of a")
+			}
+			if purge {
+				waitFor(t, func() bool { return f.Stats().SharedPurges == 1 })
+			}
+			n, err := f.ResultKeys(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 1, false: 2}[purge]; n != want {
+				t.Errorf("%d results in the bucket after a write of a, want %d", n, want)
+			}
+		})
+	}
+}
+
+func benchFleetT(t *testing.T) *fleet.Fleet {
+	t.Helper()
+	f, err := fleet.Join(t.Context(), &fleet.Options{
+		Name: "t", Replica: "a", Backends: []string{"store"}, FenceTimeout: time.Second,
+		Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	f.Start(applierFunc(func(string, policy.Effect) {}))
+	waitConnected(t, f)
+	return f
+}
+
+// waitFor waits until cond holds, for at most 10 s: the background sends
+// of a fleet have no other signal.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
