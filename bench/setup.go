@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,67 @@ func (o *Options) MinePool(sessions []trace.Session) (pool *pattern.Pool, heard 
 	o.Mine = sessions
 	o.UsePool(pool)
 	return pool, heard, nil
+}
+
+var (
+	// ErrOverlap: the sessions to mine include replayed ones (SetAhead),
+	// which flatters the ahead mode.
+	ErrOverlap = errors.New("bench: the sessions to mine include replayed ones")
+	// ErrNoPatterns: the ahead mode is asked for but has no patterns
+	// (SetAhead).
+	ErrNoPatterns = errors.New("bench: the ahead mode needs patterns")
+)
+
+// Source is where the ahead mode's patterns come from (SetAhead): a pool
+// file, or sessions to mine.
+type Source struct {
+	// Pool is a pool file (from ahead mine); "" for none.
+	Pool string
+	// Mine, with Mining, are the sessions to mine the pool from. They
+	// must not be replayed too unless AllowOverlap (in-sample: flattering).
+	Mine         []trace.Session
+	Mining       bool
+	AllowOverlap bool
+}
+
+// SetAhead sets the ahead mode's predictor from src, replayed being the
+// sessions Run replays: a pool file (UsePool), or a pool mined from
+// src.Mine (MinePool; the note then says what was mined and how long it
+// took). With neither, the ahead mode is dropped from o.Modes when they
+// were not given (the note says so), and it is ErrNoPatterns when they
+// name it. Set o.Modes first.
+func (o *Options) SetAhead(replayed []trace.Session, src Source) (note string, err error) {
+	switch {
+	case src.Pool != "" && src.Mining:
+		return "", errors.New("bench: a pool file and sessions to mine: give one")
+	case src.Pool != "":
+		pool, err := pattern.Load(src.Pool)
+		if err != nil {
+			return "", err
+		}
+		o.UsePool(pool)
+		return "", nil
+	case src.Mining:
+		if n := Overlap(replayed, src.Mine); n > 0 && !src.AllowOverlap {
+			return "", fmt.Errorf("%w: %d of them", ErrOverlap, n)
+		}
+		t0 := time.Now()
+		pool, heard, err := o.MinePool(src.Mine)
+		if err != nil {
+			return "", err
+		}
+		what := ""
+		if heard {
+			what = " and their conversation"
+		}
+		return fmt.Sprintf("mined %d patterns%s from %d sessions in %.1fs", len(pool.Patterns), what, len(src.Mine), time.Since(t0).Seconds()), nil
+	case slices.Contains(o.Modes, Ahead):
+		return "", ErrNoPatterns
+	case o.Modes == nil:
+		o.Modes = slices.DeleteFunc(slices.Clone(Modes), func(m Mode) bool { return m == Ahead })
+		return "no patterns: the ahead mode is skipped", nil
+	}
+	return "", nil
 }
 
 // Overlap counts the sessions of mined that are also replayed: mining on

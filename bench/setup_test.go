@@ -2,7 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +97,36 @@ func TestOverlap(t *testing.T) {
 	}
 	if n := Overlap(all[:3], all[1:]); n != 2 {
 		t.Errorf("overlap %d, want 2", n)
+	}
+}
+
+func TestSetAhead(t *testing.T) {
+	all := searchThenFetch(8)
+	replayed, mined := all[:4], all[4:]
+
+	var o Options
+	note, err := o.SetAhead(replayed, Source{Mine: mined, Mining: true})
+	if err != nil || o.Predictor == nil || !strings.HasPrefix(note, "mined ") || !strings.Contains(note, "from 4 sessions") {
+		t.Errorf("mining: note %q, predictor set %v, %v; want mined from 4 sessions", note, o.Predictor != nil, err)
+	}
+	o = Options{}
+	if _, err := o.SetAhead(replayed, Source{Mine: all[2:], Mining: true}); !errors.Is(err, ErrOverlap) || !strings.Contains(err.Error(), "2 of them") {
+		t.Errorf("mining on 2 replayed sessions: %v; want ErrOverlap naming 2", err)
+	}
+	if _, err := o.SetAhead(replayed, Source{Mine: all[2:], Mining: true, AllowOverlap: true}); err != nil {
+		t.Errorf("overlap allowed: %v", err)
+	}
+	if _, err := o.SetAhead(replayed, Source{Pool: "p.json", Mining: true}); err == nil {
+		t.Error("a pool file and sessions to mine: no error")
+	}
+
+	// Without patterns, the ahead mode is skipped unless asked for.
+	o = Options{}
+	if note, err := o.SetAhead(replayed, Source{}); err != nil || slices.Contains(o.Modes, Ahead) || len(o.Modes) != len(Modes)-1 || !strings.Contains(note, "skipped") {
+		t.Errorf("no patterns: modes %v, note %q, %v; want every mode but ahead", o.Modes, note, err)
+	}
+	o = Options{Modes: []Mode{Serial, Ahead}}
+	if _, err := o.SetAhead(replayed, Source{}); !errors.Is(err, ErrNoPatterns) {
+		t.Errorf("the ahead mode without patterns: %v; want ErrNoPatterns", err)
 	}
 }

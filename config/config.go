@@ -1,5 +1,6 @@
 // Package config reads ahead's configuration file (ahead.yaml): the file
-// `ahead serve` runs from, and whose MCP parts `ahead mcp --config` uses.
+// `ahead serve` runs from, and whose MCP parts `ahead mcp --config` uses
+// (MCPCommand joins them with that command's flags).
 //
 // It owns the file's shape, its defaults and its checks, and nothing that
 // runs: a *Config holds plain values (durations, byte counts, resolved

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/ahead-dev/ahead/backend/replay"
 	"github.com/ahead-dev/ahead/bench"
-	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/progress"
 	"github.com/ahead-dev/ahead/trace"
@@ -117,14 +115,26 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if len(sessions) == 0 {
 		return errors.New("no sessions to replay (check the trace files and --part)")
 	}
-	if err := f.predictor(e, tf, sessions, opts); err != nil {
+	src := bench.Source{Pool: f.patterns, Mining: len(f.mineFrom) > 0, AllowOverlap: f.allowOverlap}
+	if src.Mining {
+		// With a split, the ahead mode is mined on the other part.
+		if src.Mine, _, err = tf.other().load(e, f.mineFrom); err != nil {
+			return err
+		}
+	}
+	note, err := opts.SetAhead(sessions, src)
+	switch {
+	case errors.Is(err, bench.ErrOverlap):
+		return usageErr("--mine-from: %v: split with --part, or --allow-overlap", err)
+	case errors.Is(err, bench.ErrNoPatterns):
+		return usageErr("the ahead mode needs --patterns or --mine-from")
+	case err != nil && src.Mining:
+		return fmt.Errorf("--mine-from: %w", err)
+	case err != nil:
 		return err
+	case note != "":
+		fmt.Fprintf(e.stderr, "ahead bench: %s\n", note)
 	}
-	if f.modelTPS < 0 || f.modelTTFT < 0 {
-		return usageErr("--model-tps and --model-ttft cannot be negative")
-	}
-	opts.Model = bench.Model{TTFT: f.modelTTFT, TPS: f.modelTPS}
-	opts.NoStream = f.noStream
 	if f.spec != "" {
 		if err := f.speculator(opts); err != nil {
 			return err
@@ -159,8 +169,8 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 	if f.concurrency < 1 {
 		return nil, usageErr("--concurrency must be at least 1")
 	}
-	if f.slots < 0 || f.specBudget < 0 || f.coldStart < 0 || f.thinkDefault < 0 {
-		return nil, usageErr("--slots, --spec-budget, --cold-start and --think-default cannot be negative")
+	if f.slots < 0 || f.specBudget < 0 || f.coldStart < 0 || f.thinkDefault < 0 || f.modelTPS < 0 || f.modelTTFT < 0 {
+		return nil, usageErr("--slots, --spec-budget, --cold-start, --think-default, --model-tps and --model-ttft cannot be negative")
 	}
 	lat, err := replay.ParseLatency(f.latency, f.seed)
 	if err != nil {
@@ -180,6 +190,8 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 		SpecBudget:   f.specBudget,
 		ColdStart:    f.coldStart,
 		Seed:         f.seed,
+		Model:        bench.Model{TTFT: f.modelTTFT, TPS: f.modelTPS},
+		NoStream:     f.noStream,
 	}
 	if o.Modes, err = bench.ParseModes(f.modes); err != nil {
 		return nil, usageErr("--modes: %v", err)
@@ -190,50 +202,6 @@ func (f *benchFlags) options(tf traceFlags) (*bench.Options, error) {
 		}
 	}
 	return o, nil
-}
-
-// predictor sets the ahead mode's predictor (from --patterns or mined
-// from --mine-from) and the baselines' mining sessions, or drops the ahead
-// mode when it was not asked for explicitly and there are no patterns.
-func (f *benchFlags) predictor(e *env, tf traceFlags, replayed []trace.Session, o *bench.Options) error {
-	switch {
-	case f.patterns != "":
-		pool, err := pattern.Load(f.patterns)
-		if err != nil {
-			return err
-		}
-		o.UsePool(pool)
-		return nil
-	case len(f.mineFrom) > 0:
-		mt := tf
-		mt.part = map[string]string{"all": "all", "train": "test", "test": "train"}[tf.part]
-		toMine, _, err := mt.load(e, f.mineFrom)
-		if err != nil {
-			return err
-		}
-		if n := bench.Overlap(replayed, toMine); n > 0 && !f.allowOverlap {
-			return usageErr("--mine-from includes %d of the replayed sessions: mining on them flatters ahead (split with --part, or --allow-overlap)", n)
-		}
-		t0 := time.Now()
-		pool, heard, err := o.MinePool(toMine)
-		if err != nil {
-			return fmt.Errorf("--mine-from: %w", err)
-		}
-		what := ""
-		if heard {
-			what = " and their conversation"
-		}
-		fmt.Fprintf(e.stderr, "ahead bench: mined %d patterns%s from %d sessions in %.1fs\n", len(pool.Patterns), what, len(toMine), time.Since(t0).Seconds())
-		return nil
-	}
-	if slices.Contains(o.Modes, bench.Ahead) {
-		return usageErr("the ahead mode needs --patterns or --mine-from")
-	}
-	if o.Modes == nil {
-		o.Modes = slices.DeleteFunc(slices.Clone(bench.Modes), func(m bench.Mode) bool { return m == bench.Ahead })
-		fmt.Fprintln(e.stderr, "ahead bench: no --patterns or --mine-from: the ahead mode is skipped")
-	}
-	return nil
 }
 
 // speculator sets the ahead mode's speculator from --speculator and the

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/ahead-dev/ahead/bench"
 	"github.com/ahead-dev/ahead/progress"
@@ -50,15 +49,7 @@ func demo(ctx context.Context, e *env, plot string) error {
 	if plot == "" {
 		return nil
 	}
-	f, err := os.Create(plot)
-	if err != nil {
-		return err
-	}
-	if err := rep.WritePlot(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := rep.SavePlot(plot); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "plot: %s\n", plot)

@@ -83,18 +83,12 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	}
 	// The baseline's training sessions.
 	baseTrain, inSample := sessions, true
-	switch {
-	case len(train) > 0:
-		tt := tf
-		tt.part = "all"
-		if baseTrain, _, err = tt.load(e, train); err != nil {
-			return err
+	if len(train) > 0 || tf.part != "all" {
+		tt, paths := tf.other(), fs.Args()
+		if len(train) > 0 {
+			tt.part, paths = "all", train
 		}
-		inSample = false
-	case tf.part != "all":
-		tt := tf
-		tt.part = map[string]string{"train": "test", "test": "train"}[tf.part]
-		if baseTrain, _, err = tt.load(e, fs.Args()); err != nil {
+		if baseTrain, _, err = tt.load(e, paths); err != nil {
 			return err
 		}
 		inSample = false

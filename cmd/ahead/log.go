@@ -3,11 +3,13 @@ package main
 import (
 	"cmp"
 	"log/slog"
+
+	"github.com/ahead-dev/ahead/config"
 )
 
 // none, given for a file (--patterns none, --policy none), turns what
 // the file would give off.
-const none = "none"
+const none = config.Off
 
 // newLogger returns the stderr logger at the level of --log-level, or of
 // AHEAD_LOG when the flag is not given (issue 14).

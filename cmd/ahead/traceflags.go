@@ -67,6 +67,13 @@ func (f *traceFlags) split() (*trace.Split, error) {
 	return s, nil
 }
 
+// other is the same selection of the other part (train for test, test
+// for train): what to mine or train a baseline on with a split.
+func (f traceFlags) other() *traceFlags {
+	f.part = map[string]string{"all": "all", "train": "test", "test": "train"}[f.part]
+	return &f
+}
+
 // load reads the traces and keeps the sessions of the selected part.
 func (f *traceFlags) load(e *env, paths []string) ([]trace.Session, trace.Stats, error) {
 	split, err := f.split()
