@@ -29,6 +29,11 @@ type Fleet struct {
 	// MaxBytes and MaxAge bound the invalidation stream.
 	MaxBytes int64
 	MaxAge   time.Duration
+	// ShareConversation publishes the messages heard, with their text, on
+	// the fleet's trace stream for mining the conversation model (true
+	// unless the block says share_conversation: false, which keeps message
+	// text on this replica; calls are shared either way).
+	ShareConversation bool
 }
 
 // FleetEmbedded is the embedded server of a fleet block.
@@ -39,7 +44,7 @@ type FleetEmbedded struct {
 }
 
 var (
-	fieldsFleet         = []string{"url", "embedded", "name", "fence_timeout", "announce_timeout", "max_bytes", "max_age"}
+	fieldsFleet         = []string{"url", "embedded", "name", "fence_timeout", "announce_timeout", "max_bytes", "max_age", "share_conversation"}
 	fieldsFleetEmbedded = []string{"listen", "dir", "max_store"}
 	fleetName           = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
@@ -62,7 +67,7 @@ func CheckFleetURL(s string) (string, bool) {
 // fleet parses `fleet: URL` or `fleet: {url: URL | embedded: {...}, ...}`.
 func (p *parser) fleet(n *yaml.Node, field string) *Fleet {
 	n = yamlnode.Resolve(n)
-	fc := &Fleet{}
+	fc := &Fleet{ShareConversation: true}
 	if n.Kind == yaml.ScalarNode {
 		s, ok := p.Str(n, field)
 		if !ok {
@@ -106,6 +111,8 @@ func (p *parser) fleet(n *yaml.Node, field string) *Fleet {
 			fc.MaxBytes, _ = p.bytes(v, f)
 		case "max_age":
 			fc.MaxAge, _ = p.duration(v, f)
+		case "share_conversation":
+			fc.ShareConversation, _ = p.Bool(v, f)
 		default:
 			p.Unknown(k, f, fieldsFleet)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
@@ -135,7 +136,7 @@ type Learning struct {
 	lease  jetstream.KeyValue
 	pools  jetstream.ObjectStore
 
-	lines chan []byte
+	lines chan *queued
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
@@ -160,7 +161,7 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 	if o.MaxLine > maxPayload {
 		return nil, fmt.Errorf("fleet: max line %d exceeds the server's payload limit %d", o.MaxLine, maxPayload)
 	}
-	l := &Learning{f: f, opts: o, stream: f.opts.Name + "_traces", lines: make(chan []byte, o.Queue), stop: make(chan struct{})}
+	l := &Learning{f: f, opts: o, stream: f.opts.Name + "_traces", lines: make(chan *queued, o.Queue), stop: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -202,8 +203,35 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 	if err != nil {
 		return nil, fmt.Errorf("fleet: creating the pool store: %w", err)
 	}
+	l.register(f.opts.Registerer)
 	l.wg.Go(l.publisher)
 	return l, nil
+}
+
+// register exposes the learning's state and counters on reg (nil:
+// nowhere).
+func (l *Learning) register(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	counter := func(name, help string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
+	}
+	gauge := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v)
+	}
+	reg.MustRegister(
+		gauge("ahead_fleet_pool_version", "Version of the fleet's pattern pool this replica serves (0: none yet).",
+			func() float64 { return float64(l.Stats().Pool.Version) }),
+		gauge("ahead_fleet_learning_lag", "Trace lines the fleet published beyond the pool served, as of this replica's last checkpoint.",
+			func() float64 { return float64(l.Stats().Lag) }),
+		gauge("ahead_fleet_lines_queued", "Trace lines waiting to be published.", func() float64 { return float64(len(l.lines)) }),
+		counter("ahead_fleet_lines_published_total", "Trace lines published for the fleet to mine.", l.published.Load),
+		counter("ahead_fleet_lines_dropped_total", "Trace lines not published: queue full, too large, or not encodable.", l.dropped.Load),
+		counter("ahead_fleet_lines_trimmed_total", "Trace lines published without their output (too large).", l.trimmed.Load),
+		counter("ahead_fleet_pools_mined_total", "Pools this replica mined (holding the lease) and shared.", l.mined.Load),
+		counter("ahead_fleet_pools_loaded_total", "Pools of the fleet this replica loaded.", l.loaded.Load),
+	)
 }
 
 // maxPayload is the largest message the embedded server takes (and the
@@ -230,11 +258,18 @@ func (l *Learning) Record(ev trace.Event) error {
 		return nil
 	}
 	select {
-	case l.lines <- line:
+	case l.lines <- &queued{line: line}:
 	default:
 		l.dropped.Add(1)
 	}
 	return nil
+}
+
+// queued is a line to publish, or a Flush's marker (done).
+type queued struct {
+	line []byte
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // encode returns ev's line within MaxLine: without its output if need be.
@@ -267,8 +302,18 @@ func (l *Learning) publisher() {
 		case <-l.stop:
 			_ = l.f.nc.FlushTimeout(time.Second)
 			return
-		case line := <-l.lines:
-			if err := l.f.nc.Publish(subj, line); err != nil {
+		case q := <-l.lines:
+			if q.done != nil {
+				// An empty line through JetStream: the stream stores a
+				// connection's messages in order, so its acknowledgement
+				// says every line before it is stored.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, q.err = l.f.js.Publish(ctx, subj, nil)
+				cancel()
+				close(q.done)
+				continue
+			}
+			if err := l.f.nc.Publish(subj, q.line); err != nil {
 				l.dropped.Add(1)
 				continue
 			}
@@ -277,21 +322,25 @@ func (l *Learning) publisher() {
 	}
 }
 
-// Flush waits until the lines recorded so far are published and stored by
-// the stream, or ctx is done (for tests and the bench: a live replica
-// does not need it).
+// Flush waits until the lines recorded before it are published and stored
+// by the stream, or ctx is done.
 func (l *Learning) Flush(ctx context.Context) error {
-	for len(l.lines) > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
+	q := &queued{done: make(chan struct{})}
+	select {
+	case l.lines <- q:
+	case <-l.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	// A request through the same connection arrives after the lines
-	// published before it, and the stream has stored them once it answers.
-	_, err := l.f.js.Stream(ctx, l.stream)
-	return err
+	select {
+	case <-q.done:
+		return q.err
+	case <-l.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Close stops publishing (lines still queued are lost) and loading pools.
@@ -349,6 +398,10 @@ func (l *Learning) Lease(ctx context.Context) bool {
 func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.Session, fresh []int, mark uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// This replica's own lines recorded so far are mined too.
+	if err := l.Flush(ctx); err != nil {
+		return nil, nil, 0, fmt.Errorf("fleet: publishing the lines queued: %w", err)
+	}
 	s, err := l.f.js.Stream(ctx, l.stream)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("fleet: stream %s: %w", l.stream, err)

@@ -68,6 +68,30 @@ type FleetStats struct {
 	// bucket: hits (reused from it), refused (found but a write since,
 	// expired), puts, purges, dropped (not sent), too_big (kept local).
 	SharedResults map[string]int64 `json:"shared_results"`
+	// Learning is the replica's part in the fleet's learning; nil when
+	// its pool does not learn.
+	Learning *FleetLearningStats `json:"learning,omitempty"`
+}
+
+// FleetLearningStats is what a replica shares for learning and the fleet's
+// pool it serves (package fleet, Learning).
+type FleetLearningStats struct {
+	// PoolVersion is the version of the fleet's pool served (0: none yet),
+	// PoolMiner the replica that mined it, PoolMark the last trace stream
+	// sequence it was mined from.
+	PoolVersion uint64 `json:"pool_version"`
+	PoolMiner   string `json:"pool_miner,omitempty"`
+	PoolMark    uint64 `json:"pool_mark"`
+	PoolMined   string `json:"pool_mined,omitempty"`
+	// Lag is how many trace lines the fleet had published beyond the pool
+	// served, as of this replica's last checkpoint.
+	Lag       uint64 `json:"lag"`
+	Published int64  `json:"lines_published"`
+	Dropped   int64  `json:"lines_dropped"`
+	Trimmed   int64  `json:"lines_trimmed"`
+	Queued    int    `json:"lines_queued"`
+	Mined     int64  `json:"pools_mined"`
+	Loaded    int64  `json:"pools_loaded"`
 }
 
 // OriginStats is what the predictions of one origin led to, as reports

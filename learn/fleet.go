@@ -105,7 +105,9 @@ func (l *Learner) relearnFleet() (int, error) {
 		if merged, err = pattern.Merge(counted, mined); err != nil {
 			return 0, err
 		}
-		merged.Mined = counted.Mined
+		// How it was mined, and from all it counted.
+		merged.Mined = mined.Mined
+		merged.Mined.Sessions, merged.Mined.Calls = counted.Mined.Sessions, counted.Mined.Calls
 		if len(mined.Conversation) > 0 {
 			merged.Conversation = mined.Conversation
 		}

@@ -118,7 +118,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 		dir = cfg.Traces.Dir
 	}
 	if cfg.Patterns != nil {
-		if pred, err = loadPredictor(cfg.Patterns, dir, 0, 0, o.Logger); err != nil {
+		if pred, err = loadPredictor(cfg.Patterns, dir, 0, 0, nil, o.Logger); err != nil {
 			return err
 		}
 		if cfg.Patterns.Learn && dir == "" {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/fleet"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
@@ -19,13 +20,17 @@ const learnCalls = 20000
 // from the most recent recordings there: ahead mcp serves one session per
 // process, so only the recordings show a pattern recur.
 // keepBytes (0: the Learner's default) bounds the calls kept for mining.
-func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, keepBytes int64, logger *slog.Logger) (*learn.Predictor, error) {
+// With a fleet's learning (lrn, or nil) the pool learns with the fleet.
+func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, keepBytes int64, lrn *fleet.Learning, logger *slog.Logger) (*learn.Predictor, error) {
 	opts := &learn.Options{
 		Online:     pattern.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions},
 		Learn:      pc.Learn,
 		MaxBytes:   keepBytes,
 		Checkpoint: pc.Checkpoint, CheckpointEvery: pc.CheckpointEvery,
 		Logger: logger,
+	}
+	if lrn != nil {
+		opts.Fleet = lrn
 	}
 	if tracesDir != "" {
 		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	mux := http.NewServeMux()
 	apiOpts := &httpapi.Options{MaxBodyBytes: cfg.MaxBody, Gatherer: st.reg, Logger: logger}
 	if st.fleet != nil {
-		apiOpts.Fleet = fleetStats(st.fleet)
+		apiOpts.Fleet = fleetStats(st.fleet, st.learning)
 	}
 	api := httpapi.New(st.statsEngine(), apiOpts)
 	mux.Handle("/", api)

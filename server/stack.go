@@ -42,6 +42,7 @@ type Stack struct {
 	tracing   *sdktrace.TracerProvider // nil unless OTEL_EXPORTER_OTLP_* names an endpoint
 	linker    *gateway.Linker          // nil without an llm block
 	fleet     *fleet.Fleet             // nil without a fleet block
+	learning  *fleet.Learning          // nil unless the pool learns with a fleet
 }
 
 // Open builds the engine and what it needs from cfg, starting cfg's MCP
@@ -83,20 +84,6 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 			return nil, fmt.Errorf("traces: %w", err)
 		}
 	}
-	if cfg.Patterns != nil {
-		dir := ""
-		if cfg.Traces != nil {
-			dir = cfg.Traces.Dir
-		}
-		_, keep := learnShare(cfg.Patterns, cfg.Engine.MaxBytes)
-		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, keep, logger); err != nil {
-			return nil, err
-		}
-		p := st.predictor
-		st.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ahead_checkpoint_failures_total", Help: "Periodic checkpoints of the pattern pool that failed (each is logged).",
-		}, func() float64 { return float64(p.CheckpointFailures()) }))
-	}
 	pol := cfg.Policy
 	var mcpRoute func(string) (string, bool)
 	if len(cfg.Upstreams) > 0 {
@@ -107,6 +94,33 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		}
 		maps.Copy(st.backends, st.mcp.Backends())
 		mcpRoute = st.mcp.Route
+	}
+	// The fleet is joined once every backend is known (its shared ones are
+	// fenced), and before the pool is loaded (it may learn with the fleet).
+	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, st.reg, logger); err != nil {
+		return nil, err
+	}
+	if st.learning, err = learnWithFleet(ctx, st.fleet, cfg.Fleet, cfg.Patterns); err != nil {
+		return nil, err
+	}
+	if cfg.Patterns != nil {
+		dir := ""
+		if cfg.Traces != nil {
+			dir = cfg.Traces.Dir
+		}
+		_, keep := learnShare(cfg.Patterns, cfg.Engine.MaxBytes)
+		if st.predictor, err = loadPredictor(cfg.Patterns, dir, cfg.Engine.MaxSessions, keep, st.learning, logger); err != nil {
+			return nil, err
+		}
+		p := st.predictor
+		if st.learning != nil {
+			if err := adoptFleetPool(ctx, st.learning, p, logger); err != nil {
+				return nil, err
+			}
+		}
+		st.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ahead_checkpoint_failures_total", Help: "Periodic checkpoints of the pattern pool that failed (each is logged).",
+		}, func() float64 { return float64(p.CheckpointFailures()) }))
 	}
 
 	eo := cfg.Engine.Options()
@@ -141,8 +155,13 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 			eo.Predictor = st.spec
 		}
 	}
-	if st.recorder != nil {
+	switch {
+	case st.recorder != nil && st.learning != nil:
+		eo.Recorder = recorders{st.recorder, st.learning}
+	case st.recorder != nil:
 		eo.Recorder = st.recorder
+	case st.learning != nil:
+		eo.Recorder = st.learning
 	}
 	if st.tracing, err = newTracerProvider(ctx, os.LookupEnv, o.Version); err != nil {
 		return nil, err
@@ -155,9 +174,6 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		// link the gateway's sessions to the tool side's (gateway.Linker).
 		st.linker = gateway.NewLinker(0)
 		eo.Linker = st.linker
-	}
-	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, st.reg, logger); err != nil {
-		return nil, err
 	}
 	if st.fleet != nil {
 		eo.Fleet = st.fleet
@@ -197,9 +213,6 @@ func (st *Stack) Close() error {
 	if st.eng != nil {
 		st.eng.Close()
 	}
-	if st.fleet != nil {
-		st.fleet.Close()
-	}
 	if st.spec != nil {
 		st.spec.Close()
 	}
@@ -207,7 +220,14 @@ func (st *Stack) Close() error {
 		errs = append(errs, st.mcp.Close())
 	}
 	if st.predictor != nil {
+		// Its final checkpoint may mine for the fleet: before leaving it.
 		errs = append(errs, st.predictor.Close())
+	}
+	if st.learning != nil {
+		st.learning.Close()
+	}
+	if st.fleet != nil {
+		st.fleet.Close()
 	}
 	if st.recorder != nil {
 		errs = append(errs, st.recorder.Close())

@@ -21,7 +21,7 @@ func withFleetFlag(fc *config.Fleet, url string) (*config.Fleet, error) {
 		return nil, usageErr("--fleet: %s", msg)
 	}
 	if fc == nil {
-		return &config.Fleet{URL: url}, nil
+		return &config.Fleet{URL: url, ShareConversation: true}, nil
 	}
 	c := *fc
 	c.URL, c.Embedded = url, nil
