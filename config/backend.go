@@ -11,8 +11,9 @@ import (
 	"github.com/ahead-dev/ahead/backend/remote"
 )
 
-// NewBackend builds one configured backend: a *remote.Backend (which the
-// caller closes) or a command backend. Errors only building finds (a URL
+// NewBackend builds one configured backend: a *remote.Backend or a command
+// backend, each with a Close method the caller calls once the engine is
+// closed. Errors only building finds (a URL
 // template package remote refuses) are positioned in the file.
 func (c *Config) NewBackend(bc Backend) (backend.Backend, error) {
 	switch {

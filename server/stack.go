@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/ahead-dev/ahead/backend/remote"
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/fleet"
@@ -34,7 +33,7 @@ type Stack struct {
 	eng       *engine.Engine
 	reg       *prometheus.Registry
 	backends  map[string]engine.Backend
-	remotes   []*remote.Backend
+	closers   []interface{ Close() } // backends to close after the engine: remote's idle connections, exec's sweeps
 	recorder  *trace.Writer
 	predictor *learn.Predictor
 	spec      *speculator.Speculator   // nil without a speculator block
@@ -66,8 +65,8 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		if err != nil {
 			return nil, err
 		}
-		if r, ok := b.(*remote.Backend); ok {
-			st.remotes = append(st.remotes, r)
+		if c, ok := b.(interface{ Close() }); ok {
+			st.closers = append(st.closers, c)
 		}
 		st.backends[bc.Name] = engine.Backend{Backend: b, Tools: bc.Tools, Limits: bc.Limits, PerSession: bc.PerSession, Paths: bc.PathSpace()}
 		for _, t := range bc.Tools {
@@ -232,8 +231,8 @@ func (st *Stack) Close() error {
 	if st.recorder != nil {
 		errs = append(errs, st.recorder.Close())
 	}
-	for _, r := range st.remotes {
-		r.Close()
+	for _, c := range st.closers {
+		c.Close()
 	}
 	if st.tracing != nil {
 		// Flush the last spans; a collector that is gone must not hold

@@ -16,7 +16,8 @@
 // by a mark in their environment (AHEAD_CALL, one per call) and killed
 // too (sweep_linux.go); elsewhere, and for a process that replaced its
 // environment, they are beyond reach. A call never waits for them for more
-// than a short grace period.
+// than a short grace period, nor for the sweep that finds them when its
+// pipes are closed: Close waits for those.
 package command
 
 import (
@@ -82,6 +83,7 @@ type Backend struct {
 	argv     []string
 	usesTool bool
 	opts     Options
+	sweeps   sweeper
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -98,7 +100,7 @@ func New(argv []string, opts *Options) (*Backend, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("command: no command")
 	}
-	b := &Backend{argv: append([]string(nil), argv...)}
+	b := &Backend{argv: append([]string(nil), argv...), sweeps: sweeper{pass: sweep}}
 	if opts != nil {
 		b.opts = *opts
 	}
@@ -126,6 +128,12 @@ func New(argv []string, opts *Options) (*Backend, error) {
 	}
 	return b, nil
 }
+
+// Close waits for the sweeps of the calls that ended (processes that left
+// their groups, found by the calls' marks), which run after the calls
+// have returned. The Backend stays usable: a later call sweeps before it
+// returns.
+func (b *Backend) Close() { b.sweeps.close() }
 
 // Call runs the command for req.
 func (b *Backend) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
@@ -241,8 +249,10 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 	killGroup(cmd, pid)
 	<-exited
 	exitErr := reap(cmd, waitErr)
-	// And what left the group (setsid): it may hold the pipes.
-	sweep(mark)
+	// And what left the group (setsid), off the call's path: a call whose
+	// pipes close returns without waiting for it; one whose pipes are held
+	// waits below for the sweep to kill the holder.
+	b.sweeps.add(mark)
 
 	ioDone := make(chan struct{})
 	go func() { pumps.Wait(); close(ioDone) }()

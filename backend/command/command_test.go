@@ -189,6 +189,7 @@ func BenchmarkCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer be.Close()
 	req := backend.Request{Tool: "echo", Args: []byte(`{"max_results":10,"query":"golang canonical json"}`)}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sweep kills the processes whose environment carries the call's mark
-// (markVar=mark): what the command started and that left its process group
-// on purpose (setsid, a daemon's double fork), beyond the group kill. Its
-// environment is the one trail such a process keeps: its parent may be
-// gone (it is then init's, or a subreaper's, child) and its group and
-// session are its own. Issue 23.
+// sweep kills the processes whose environment carries one of the marks
+// of calls that ended (markVar=mark): what the commands started and that
+// left their process groups on purpose (setsid, a daemon's double fork),
+// beyond the group kill. Its environment is the one trail such a process
+// keeps: its parent may be gone (it is then init's, or a subreaper's,
+// child) and its group and session are its own. Issue 23.
 //
 // Why not a child subreaper (PR_SET_CHILD_SUBREAPER): it is process-wide,
 // so ahead would adopt every orphan of every process it starts (MCP stdio
@@ -27,10 +27,11 @@ import (
 // A process that replaced its environment (env -i, execve with another
 // one) is beyond reach. Each pass reads /proc/PID/environ of every process
 // of the same user (others' are unreadable and skipped): about 1 ms for
-// 150 processes. Passes repeat while they find some, so that a child
-// forked between the read and the kill is found by the next one.
-func sweep(mark string) {
-	needle := []byte("\x00" + markVar + "=" + mark + "\x00")
+// 150 processes, whatever the number of marks (the sweeper hands over
+// every call that ended meanwhile at once). Passes repeat while they find
+// some, so that a child forked between the read and the kill is found by
+// the next one.
+func sweep(marks map[string]bool) {
 	self := os.Getpid()
 	buf := make([]byte, 16<<10)
 	path := make([]byte, 0, 32)
@@ -51,7 +52,7 @@ func sweep(mark string) {
 				continue
 			}
 			path = append(append(append(path[:0], "/proc/"...), name...), "/environ\x00"...)
-			if marked(path, needle, &buf) && kill(pid, path, needle, &buf) {
+			if mark, ok := markIn(path, marks, &buf); ok && kill(pid, path, map[string]bool{mark: true}, &buf) {
 				found = true
 			}
 		}
@@ -61,15 +62,15 @@ func sweep(mark string) {
 	}
 }
 
-// kill kills process pid, if its environment (at path) still holds
-// needle once a pidfd names it: the signal cannot reach another process
+// kill kills process pid, if its environment (at path) still holds one
+// of marks once a pidfd names it: the signal cannot reach another process
 // that took the pid meanwhile.
-func kill(pid int, path, needle []byte, buf *[]byte) bool {
+func kill(pid int, path []byte, marks map[string]bool, buf *[]byte) bool {
 	fd, err := unix.PidfdOpen(pid, 0)
 	switch {
 	case err == nil:
 		defer unix.Close(fd)
-		if !marked(path, needle, buf) {
+		if _, ok := markIn(path, marks, buf); !ok {
 			return false
 		}
 		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
@@ -81,15 +82,20 @@ func kill(pid int, path, needle []byte, buf *[]byte) bool {
 	return true
 }
 
-// marked reports whether the environment file at path (NUL-terminated)
-// holds needle ("\x00NAME=VALUE\x00"), reading it into *buf (grown as
-// needed, up to 1 MiB). It makes no allocations once *buf is large
-// enough: it runs for every process at the end of every call.
-func marked(path, needle []byte, buf *[]byte) bool {
+// markVarAt is how markVar starts in an environment file read with a NUL
+// before it.
+var markVarAt = []byte("\x00" + markVar + "=")
+
+// markIn reports which of marks the environment file at path
+// (NUL-terminated) holds as markVar's value, reading it into *buf (grown
+// as needed, up to 1 MiB). It makes no allocations once *buf is large
+// enough, but for the mark it finds: it runs for every process after
+// calls end.
+func markIn(path []byte, marks map[string]bool, buf *[]byte) (string, bool) {
 	p := unsafe.String(&path[0], len(path)-1)
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false // gone, or another user's
+		return "", false // gone, or another user's
 	}
 	defer unix.Close(fd)
 	(*buf)[0] = 0 // the first variable has no NUL before it
@@ -106,12 +112,26 @@ func marked(path, needle []byte, buf *[]byte) bool {
 			continue
 		}
 		if err != nil {
-			return false
+			return "", false
 		}
 		if m == 0 {
 			break
 		}
 		n += m
 	}
-	return bytes.Contains((*buf)[:n], needle)
+	env := (*buf)[:n]
+	for {
+		i := bytes.Index(env, markVarAt)
+		if i < 0 {
+			return "", false
+		}
+		env = env[i+len(markVarAt):]
+		v := env
+		if end := bytes.IndexByte(v, 0); end >= 0 {
+			v = v[:end]
+		}
+		if marks[string(v)] { // no allocation: a map lookup by bytes
+			return string(v), true
+		}
+	}
 }
