@@ -37,7 +37,7 @@ func checkFleet(ctx context.Context, fc *config.Fleet, timeout time.Duration, ad
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	f, err := fleet.Join(ctx, &fleet.Options{URL: fc.URL, Name: fc.Name, MaxBytes: fc.MaxBytes, MaxAge: fc.MaxAge,
-		Replica: "doctor", Logger: slog.New(slog.DiscardHandler)})
+		Replica: "doctor", MustConnect: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		add(Fail, "fleet", "%v", err)
 		return

@@ -102,6 +102,10 @@ type Options struct {
 	// (user:pass@, token@) or the environment: NATS_CREDS names a creds
 	// file, NATS_TOKEN holds a token. Ignored when Embedded is set.
 	URL string
+	// MustConnect makes Join fail when the server cannot be reached (a
+	// check: ahead doctor). False means a replica that cannot reach it yet
+	// serves without it (fail closed) and joins when it comes up.
+	MustConnect bool
 	// Embedded, if set, runs the server in this process (and joins it).
 	Embedded *Embedded
 	// Name prefixes the fleet's stream and subjects; it must match
@@ -271,6 +275,13 @@ type Fleet struct {
 	wakeFence chan struct{} // a fence is wanted
 	wakeKeep  chan struct{} // resync or late announcements are wanted
 	resync    atomic.Bool
+	// up follows the connection (its handlers): nc.IsConnected and every
+	// other call of the connection wait while nats.go holds its lock to
+	// dial a server, up to the connect timeout (2 s), so calls that bound
+	// their wait ask up instead, and publish (wait.go).
+	up atomic.Bool
+	// unreached: Join could not reach the server (it joins when it can).
+	unreached atomic.Bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
 }
@@ -316,7 +327,9 @@ func (a announcement) effect() policy.Effect {
 
 // Join connects to the fleet (or starts the embedded server and joins it)
 // and makes sure its stream exists with this replica's limits. It fails on
-// bad options and when the server cannot be reached in a few seconds.
+// bad options and when the server answers but refuses the stream; a server
+// that cannot be reached is joined in the background, when it comes up
+// (until then the replica fails closed: Connected is false).
 func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 	var o Options
 	if opts != nil {
@@ -366,7 +379,12 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 		f.shutdownServer()
 		return nil, err
 	}
-	if err := f.ensureStream(ctx); err != nil {
+	if !f.up.Load() && f.srv == nil {
+		f.unreached.Store(true)
+		// Not reachable yet (nats.Connect tried once): the keeper makes
+		// the stream once it is.
+		o.Logger.Warn("fleet unreachable: serving without it (shared-state results are not reused) until it is up", "fleet", o.Name, "url", url)
+	} else if err := f.ensureStream(ctx); err != nil {
 		f.nc.Close()
 		f.shutdownServer()
 		return nil, err
@@ -406,6 +424,7 @@ func (f *Fleet) connect(url string) error {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(50*time.Millisecond, 250*time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			f.up.Store(false)
 			if f.down() {
 				return // closing
 			}
@@ -417,6 +436,19 @@ func (f *Fleet) connect(url string) error {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			o.Logger.Info("fleet reconnected", "fleet", o.Name, "url", nc.ConnectedUrlRedacted())
+			f.up.Store(true)
+			f.resync.Store(true)
+			f.wake(f.wakeKeep)
+		}),
+		// A replica started while the fleet is unreachable serves (fail
+		// closed: no fence succeeds, writes wait to be announced) and
+		// joins when it comes up.
+		nats.RetryOnFailedConnect(!o.MustConnect),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			if f.unreached.Load() {
+				o.Logger.Info("fleet reached: joining", "fleet", o.Name, "url", nc.ConnectedUrlRedacted())
+			}
+			f.up.Store(true)
 			f.resync.Store(true)
 			f.wake(f.wakeKeep)
 		}),
@@ -437,6 +469,7 @@ func (f *Fleet) connect(url string) error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	f.nc, f.js = nc, js
+	f.up.Store(nc.IsConnected())
 	return nil
 }
 
@@ -557,7 +590,7 @@ func (f *Fleet) Stats() Stats {
 func (f *Fleet) Connected() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.synced && f.nc.IsConnected()
+	return f.synced && f.up.Load()
 }
 
 // Ready waits until the replica is connected and caught up (fences can

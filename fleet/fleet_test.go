@@ -136,8 +136,9 @@ type replicas struct {
 	url    string // the server the replicas join
 	mut    mutant
 	slots  []atomic.Pointer[replica]
-	// announce is the replicas' AnnounceTimeout; 0 means 10 s.
-	announce time.Duration
+	// announce is the replicas' AnnounceTimeout; 0 means 10 s. fence is
+	// their FenceTimeout; 0 means 2 s.
+	announce, fence time.Duration
 }
 
 type replica struct {
@@ -179,7 +180,7 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 		// Generous on a busy machine under -race: a fence that times
 		// out (a miss) or a write announced late (stale elsewhere until
 		// announced, as documented) is not what this test checks.
-		FenceTimeout:    2 * time.Second,
+		FenceTimeout:    cmp.Or(r.fence, 2*time.Second),
 		AnnounceTimeout: cmp.Or(r.announce, 10*time.Second),
 		Logger:          slog.New(slog.DiscardHandler),
 	}
@@ -253,6 +254,7 @@ func waitConnected(t *testing.T, f *fleet.Fleet) {
 type outcome struct {
 	calls, reused, stale int64
 	firstStale           string
+	slowest              time.Duration // the longest call
 }
 
 // run plays sessions (spread round-robin over the replicas) that read and
@@ -299,7 +301,9 @@ func (r *replicas) run(t *testing.T, sessions, steps, keys, parallel int, seed u
 					} else {
 						l.RLock()
 					}
+					t0 := time.Now()
 					res, err := r.call(t.Context(), slot, id, tool, args(o.key))
+					took := time.Since(t0)
 					want := "ok"
 					if !o.write {
 						want = r.st.value(o.key)
@@ -314,6 +318,9 @@ func (r *replicas) run(t *testing.T, sessions, steps, keys, parallel int, seed u
 						return
 					}
 					atomic.AddInt64(&out.calls, 1)
+					mu.Lock()
+					out.slowest = max(out.slowest, took)
+					mu.Unlock()
 					if res.Source == engine.Reused {
 						atomic.AddInt64(&out.reused, 1)
 					}

@@ -22,10 +22,11 @@ func (f *Fleet) Announce(ctx context.Context, backend string, ef policy.Effect) 
 	}
 	a := newAnnouncement(f.opts.Replica, backend, ef)
 	err := ErrDown
-	if f.nc.IsConnected() {
-		actx, cancel := context.WithTimeout(ctx, f.opts.AnnounceTimeout)
-		_, err = f.js.Publish(actx, f.subject(backend), encode(a))
-		cancel()
+	if f.up.Load() {
+		err = f.bounded(ctx, f.opts.AnnounceTimeout, func(ctx context.Context) error {
+			_, err := f.js.Publish(ctx, f.subject(backend), encode(a))
+			return err
+		})
 	}
 	if err == nil {
 		f.stats.announced.Add(1)
@@ -181,7 +182,7 @@ func (f *Fleet) keeper() {
 		case <-f.wakeKeep:
 		case <-retry.C:
 		}
-		if !f.nc.IsConnected() {
+		if !f.up.Load() {
 			continue
 		}
 		if f.resync.Load() {

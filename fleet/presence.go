@@ -80,7 +80,7 @@ func (f *Fleet) heartbeat() {
 		f.mu.Lock()
 		up := f.synced && len(f.late) == 0 && len(f.lateAll) == 0 && !f.closed
 		f.mu.Unlock()
-		if up && f.nc.IsConnected() {
+		if up && f.up.Load() {
 			_ = f.nc.Publish(f.hbSubject(f.opts.Replica), []byte(hbUp))
 		}
 		select {

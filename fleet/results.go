@@ -281,9 +281,12 @@ func (f *Fleet) Lookup(ctx context.Context, backend string, key callkey.Key, fp 
 	if err := f.Fence(ctx, backend); err != nil {
 		return engine.SharedResult{}, false
 	}
-	gctx, cancel := context.WithTimeout(ctx, f.opts.FenceTimeout)
-	e, err := kv.Get(gctx, f.resultKey(backend, key, fp))
-	cancel()
+	var e jetstream.KeyValueEntry
+	err := f.bounded(ctx, f.opts.FenceTimeout, func(ctx context.Context) error {
+		var err error
+		e, err = kv.Get(ctx, f.resultKey(backend, key, fp))
+		return err
+	})
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			f.stats.sharedErrors.Add(1)
@@ -321,7 +324,7 @@ func (f *Fleet) sharer() {
 		f.mu.Lock()
 		kv := f.res.kv
 		f.mu.Unlock()
-		if kv == nil || !f.nc.IsConnected() {
+		if kv == nil || !f.up.Load() {
 			f.stats.shareDropped.Add(1)
 			continue
 		}
