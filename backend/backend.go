@@ -41,6 +41,13 @@ type Response struct {
 	// IsError reports the tool's own failure. Error results are passed to
 	// the agent but never reused.
 	IsError bool
+	// NeedsInput reports that the tool has not answered yet: it asks the
+	// agent for input first (MCP's input_required result) and answers a
+	// retry that carries it. Such a result is passed to the agent that
+	// made the call, never reused: a speculative one is discarded
+	// (engine.OutcomeNeedsInput), since only the agent may answer for its
+	// user.
+	NeedsInput bool
 	// Raw is an optional front-specific form of the result (the MCP proxy
 	// keeps the upstream's whole CallToolResult here). The engine never
 	// looks inside; it hands it back with the result.

@@ -30,6 +30,21 @@ import (
 // not be served (unknown tool, invalid arguments, backend unreachable,
 // ctx done).
 func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.RawMessage) (Result, error) {
+	return e.call(ctx, sessionID, tool, args, false)
+}
+
+// Continue serves an authoritative call that continues an earlier call of
+// the same tool and args with something its arguments do not show: an MCP
+// retry carrying the user's inputResponses for an input_required result.
+// It is a call of its own: no speculative result of the call without that
+// input may answer it, so it always executes (hazards, scheduling and
+// recording are those of any call).
+func (e *Engine) Continue(ctx context.Context, sessionID, tool string, args json.RawMessage) (Result, error) {
+	return e.call(ctx, sessionID, tool, args, true)
+}
+
+// call serves Call and, with own set, Continue.
+func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.RawMessage, own bool) (Result, error) {
 	key, err := callkey.Make(tool, args)
 	if err != nil {
 		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
@@ -66,7 +81,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
 	}
 	fenced := true
-	if fbackend, ok := e.fenceWantedLocked(s, key, rule); ok {
+	if fbackend, ok := e.fenceWantedLocked(s, key, rule); ok && !own {
 		// A speculative result other replicas' writes can reach: first
 		// apply every write announced before this call (see Fleet).
 		e.unlock()
@@ -94,7 +109,7 @@ func (e *Engine) Call(ctx context.Context, sessionID, tool string, args json.Raw
 		e.invalidateLocked(s, bname, ef)
 	}
 	var en *entry
-	if _, wanted := e.fenceWantedLocked(s, key, rule); fenced || !wanted {
+	if _, wanted := e.fenceWantedLocked(s, key, rule); !own && (fenced || !wanted) {
 		en = e.claimLocked(s, key, rule, arrive)
 	}
 	// Without a result here, another replica's may serve it (shared.go).

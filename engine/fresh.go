@@ -74,7 +74,7 @@ func (e *Engine) refreshableLocked(en *entry) bool {
 	if s == nil || s.gone || e.st.closed || e.st.quiet || en.refreshes >= maxRefreshes {
 		return false
 	}
-	if !en.done || en.err != nil || en.resp.IsError || en.level != policy.LevelFull || en.req.Tool != en.key.Tool {
+	if !en.done || en.err != nil || en.resp.IsError || en.resp.NeedsInput || en.level != policy.LevelFull || en.req.Tool != en.key.Tool {
 		return false
 	}
 	if en.latest != s.seq || s.inflight > 0 || en.p < e.minProbabilityLocked() {

@@ -59,9 +59,12 @@ func (e *Engine) claimLocked(s *session, key callkey.Key, rule policy.Tool, now 
 		return nil
 	}
 	if en.done && !en.reusableLocked(now) {
-		if en.err != nil || en.resp.IsError {
+		switch {
+		case en.err == nil && en.resp.NeedsInput:
+			e.removeLocked(en, OutcomeNeedsInput)
+		case en.err != nil || en.resp.IsError:
 			e.removeLocked(en, OutcomeFailed)
-		} else {
+		default:
 			e.removeLocked(en, OutcomeExpired)
 		}
 		return nil
@@ -128,11 +131,16 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 
 	e.lock()
 	defer e.unlock()
-	if !en.done || en.err != nil || en.resp.IsError {
-		// Dropped before it ran, or failed: never reuse an error result.
+	if !en.done || en.err != nil || en.resp.IsError || en.resp.NeedsInput {
+		// Dropped before it ran, or failed: never reuse an error result;
+		// nor a request for the user's input, which only the agent's own
+		// call may get.
 		why := OutcomeFailed
-		if !en.ran {
+		switch {
+		case !en.ran:
 			why = OutcomeDropped
+		case en.err == nil && en.resp.NeedsInput:
+			why = OutcomeNeedsInput
 		}
 		e.settleLocked(en, why)
 		return Result{}, false, nil

@@ -15,16 +15,17 @@ import (
 type Outcome string
 
 const (
-	OutcomeReused      Outcome = "reused"      // handed to an authoritative call
-	OutcomePromoted    Outcome = "promoted"    // became the authoritative execution
-	OutcomeExpired     Outcome = "expired"     // TTL passed unclaimed
-	OutcomeInvalidated Outcome = "invalidated" // a write may have changed it
-	OutcomeEvicted     Outcome = "evicted"     // dropped for memory
-	OutcomePreempted   Outcome = "preempted"   // cancelled for an authoritative call
-	OutcomeDropped     Outcome = "dropped"     // not started before its deadline
-	OutcomeFailed      Outcome = "failed"      // error result or backend failure
-	OutcomeCancelled   Outcome = "cancelled"   // session ended or engine closed
-	OutcomeWarmed      Outcome = "warmed"      // a dry run or warm-up that ran
+	OutcomeReused      Outcome = "reused"         // handed to an authoritative call
+	OutcomePromoted    Outcome = "promoted"       // became the authoritative execution
+	OutcomeExpired     Outcome = "expired"        // TTL passed unclaimed
+	OutcomeInvalidated Outcome = "invalidated"    // a write may have changed it
+	OutcomeEvicted     Outcome = "evicted"        // dropped for memory
+	OutcomePreempted   Outcome = "preempted"      // cancelled for an authoritative call
+	OutcomeDropped     Outcome = "dropped"        // not started before its deadline
+	OutcomeFailed      Outcome = "failed"         // error result or backend failure
+	OutcomeCancelled   Outcome = "cancelled"      // session ended or engine closed
+	OutcomeWarmed      Outcome = "warmed"         // a dry run or warm-up that ran
+	OutcomeNeedsInput  Outcome = "input_required" // the tool asked for the user's input: discarded
 )
 
 // session is one agent session's state.
@@ -135,7 +136,7 @@ type entry struct {
 }
 
 func (en *entry) reusableLocked(now time.Time) bool {
-	return en.done && en.err == nil && !en.resp.IsError && en.level == policy.LevelFull && now.Before(en.expires)
+	return en.done && en.err == nil && !en.resp.IsError && !en.resp.NeedsInput && en.level == policy.LevelFull && now.Before(en.expires)
 }
 
 func (en *entry) expiredLocked(now time.Time) bool {

@@ -487,6 +487,10 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 			e.settleLocked(en, en.outcome) // removed while it ran
 		}
 		// else claimed by an authoritative call, which settles it.
+	case err == nil && resp.NeedsInput:
+		// Only the agent may answer for its user: the run is discarded,
+		// and counted apart from failures.
+		e.removeLocked(en, OutcomeNeedsInput)
 	case err != nil || resp.IsError:
 		why := OutcomeFailed
 		if en.job.State() == sched.Preempted {

@@ -65,7 +65,12 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
-			if err := cs.Subscribe(ctx, params); err != nil {
+			if u := s.hubOf(cs); u != nil {
+				err = u.subscribe(ctx, s, cs, params)
+			} else {
+				err = cs.Subscribe(ctx, params)
+			}
+			if err != nil {
 				return nil, passErrOnly(err)
 			}
 			return &emptyResult{}, nil
@@ -75,7 +80,12 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
-			if err := cs.Unsubscribe(ctx, params); err != nil {
+			if u := s.hubOf(cs); u != nil {
+				err = u.unsubscribe(ctx, s, cs, params.URI)
+			} else {
+				err = cs.Unsubscribe(ctx, params)
+			}
+			if err != nil {
 				return nil, passErrOnly(err)
 			}
 			return &emptyResult{}, nil
@@ -96,7 +106,9 @@ func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			params := req.GetParams().(*mcp.SetLoggingLevelParams)
 			for _, sl := range s.slots {
 				cs, err := sl.get(ctx)
-				if err != nil || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
+				if err != nil || stateless(cs) || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
+					// (2026-07-28 has no logging/setLevel: a level
+					// rides on each request, and ahead sends none.)
 					continue
 				}
 				if err := cs.SetLoggingLevel(ctx, params); err != nil {
@@ -277,6 +289,9 @@ type downCall struct {
 	session string
 	tool    string
 	meta    mcp.Meta
+	// The agent's answers to an input_required result, for the retry.
+	inputResponses mcp.InputResponseMap
+	requestState   string
 }
 
 // callTool serves a tools/call through the engine.
@@ -290,8 +305,17 @@ func (s *session) callTool(ctx context.Context, params *mcp.CallToolParamsRaw) (
 		args = json.RawMessage("{}")
 	}
 	defer s.begin(ctx, params.GetProgressToken())()
-	ctx = context.WithValue(ctx, downKey{}, &downCall{session: s.id, tool: params.Name, meta: params.Meta})
-	res, err := eng.Call(ctx, s.id, params.Name, args)
+	ctx = context.WithValue(ctx, downKey{}, &downCall{session: s.id, tool: params.Name, meta: params.Meta,
+		inputResponses: params.InputResponses, requestState: params.RequestState})
+	var res engine.Result
+	var err error
+	if len(params.InputResponses) > 0 || params.RequestState != "" {
+		// A retry with the user's input is a call of its own: no
+		// speculation of the call without it may answer it.
+		res, err = eng.Continue(ctx, s.id, params.Name, args)
+	} else {
+		res, err = eng.Call(ctx, s.id, params.Name, args)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, engine.ErrInvalidArgs):
@@ -504,6 +528,16 @@ func (s *session) completionOwner(ctx context.Context, params *mcp.CompleteParam
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion: unknown reference"}
 }
 
+// hubOf returns the upstream whose hub cs is, if it is one.
+func (s *session) hubOf(cs *mcp.ClientSession) *upstream {
+	for _, sl := range s.slots {
+		if h := sl.sharing(); h != nil && h.live() == cs {
+			return sl.up
+		}
+	}
+	return nil
+}
+
 func upstreamErrOrNil(err error) error {
 	if err == nil {
 		return nil
@@ -558,7 +592,14 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 	}
 	params := &mcp.CallToolParams{Name: r.tool, Arguments: req.Args}
 	if dc, ok := ctx.Value(downKey{}).(*downCall); ok && !req.Speculative && dc.session == req.Session && dc.tool == req.Tool {
-		params.Meta = dc.meta
+		params.Meta = maps.Clone(dc.meta) // the SDK may add to it
+		params.InputResponses = dc.inputResponses
+		params.RequestState = dc.requestState
+	}
+	if h := sl.sharing(); h != nil && h.live() == cs {
+		// The hub serves every session: the call says whose it is.
+		params.Meta = s.requestMeta(params.Meta)
+		defer r.up.routeProgress(s, params.Meta)()
 	}
 	defer sl.track(req.Speculative)()
 	res, err := cs.CallTool(ctx, params)
@@ -571,7 +612,7 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 	// The log and progress messages the upstream sent before the result
 	// go to the agent first (order.go).
 	sl.settle(ctx)
-	return backend.Response{Output: renderResult(res), IsError: res.IsError, Raw: res}, nil
+	return backend.Response{Output: renderResult(res), IsError: res.IsError, NeedsInput: res.NeedsInput(), Raw: res}, nil
 }
 
 // Warmup brings the session's connection to the tool's upstream up if it

@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -128,17 +129,28 @@ func (p *Proxy) noteTrusted(tools []*mcp.Tool) {
 func (p *Proxy) probe(ctx context.Context, u *upstream) ([]*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
-	t, err := u.transport(p.opts.Stderr)
-	if err != nil {
-		return nil, err
+	var cs *mcp.ClientSession
+	if u.hub != nil {
+		// A stateless upstream's hub is the connection every session
+		// will use: list on it rather than open another.
+		var err error
+		cs, err = u.hub.get(ctx)
+		if err != nil && !errors.Is(err, errSessions) {
+			return nil, err
+		}
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: p.opts.Name, Version: p.opts.Version},
-		&mcp.ClientOptions{Logger: discardLogger, Capabilities: &mcp.ClientCapabilities{}})
-	cs, err := c.Connect(ctx, t, nil)
-	if err != nil {
-		return nil, err
+	if cs == nil {
+		t, err := u.transport(p.opts.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		c := mcp.NewClient(&mcp.Implementation{Name: p.opts.Name, Version: p.opts.Version},
+			&mcp.ClientOptions{Logger: discardLogger, Capabilities: &mcp.ClientCapabilities{}})
+		if cs, err = c.Connect(ctx, t, nil); err != nil {
+			return nil, err
+		}
+		defer cs.Close()
 	}
-	defer cs.Close()
 	var tools []*mcp.Tool
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {

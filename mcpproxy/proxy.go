@@ -27,6 +27,9 @@ var errSessionGone = errors.New("session ended")
 // Caller is what the proxy needs of the engine; *engine.Engine is one.
 type Caller interface {
 	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
+	// Continue serves a retry that carries the user's input (see
+	// engine.Engine.Continue).
+	Continue(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
 	EndSession(session string)
 }
 
@@ -98,6 +101,17 @@ type Proxy struct {
 type upstream struct {
 	Upstream
 	i int
+	// hub is the connection that serves every session when the upstream
+	// is stateless (stateless.go); nil for all but HTTP upstreams.
+	hub *slot
+
+	mu          sync.Mutex // protects everything below
+	era         era
+	revision    string // the revision last negotiated
+	connections int64  // connections made
+	progress    map[string]progressRoute
+	progressSeq int64
+	subs        map[string]map[*session]bool // resource URI → sessions subscribed through the hub
 }
 
 // route is where a downstream tool goes.
@@ -164,7 +178,11 @@ func New(o *Options) (*Proxy, error) {
 			return nil, fmt.Errorf("mcpproxy: two upstreams named %q", u.Name)
 		}
 		names[u.Name] = true
-		p.ups = append(p.ups, &upstream{Upstream: u, i: i})
+		up := &upstream{Upstream: u, i: i}
+		if u.Transport == nil && u.URL != "" {
+			up.hub = newHub(p, up)
+		}
+		p.ups = append(p.ups, up)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
@@ -322,6 +340,11 @@ func (p *Proxy) Close() error {
 	}
 	for _, s := range own {
 		s.close()
+	}
+	for _, u := range p.ups {
+		if u.hub != nil {
+			u.hub.close()
+		}
 	}
 	p.cancel()
 	p.wg.Wait()

@@ -63,6 +63,10 @@ func (s *session) busy() bool {
 func (s *session) close() {
 	for _, sl := range s.slots {
 		sl.close()
+		if sl.up.hub != nil {
+			// Its subscriptions on the upstream's hub end with it.
+			_ = sl.up.unsubscribe(context.Background(), s, nil, "")
+		}
 	}
 }
 
@@ -148,23 +152,14 @@ var errSpeculativeUserRequest = errors.New("ahead: a speculative call may not as
 // session: it mirrors the agent's capabilities and forwards what the
 // upstream sends to the agent.
 func (s *session) newClient(sl *slot) *mcp.Client {
-	ip := s.initParams()
-	caps := &mcp.ClientCapabilities{}
-	var down *mcp.ClientCapabilities
-	if ip != nil {
-		down = ip.Capabilities
-	}
-	if down != nil {
-		caps.Experimental = maps.Clone(down.Experimental)
-		caps.Extensions = maps.Clone(down.Extensions)
-		caps.RootsV2 = down.RootsV2
-		caps.Sampling = down.Sampling
-		caps.Elicitation = down.Elicitation
-	}
+	caps := s.mirroredCaps()
 	ss := s.ss
 	opts := &mcp.ClientOptions{
 		Logger:       discardLogger,
 		Capabilities: caps,
+		// A request for input (2026-07-28's input_required) goes to the
+		// agent as it came; ahead never answers for the user.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			s.upstreamChanged(sl.up, listTools)
 		},
@@ -246,6 +241,24 @@ func (s *session) newClient(sl *slot) *mcp.Client {
 	})
 	c.AddSendingMiddleware(sendRaw)
 	return c
+}
+
+// mirroredCaps are the agent's capabilities that ahead passes upstream
+// (roots, sampling and elicitation are answered by the agent).
+func (s *session) mirroredCaps() *mcp.ClientCapabilities {
+	caps := &mcp.ClientCapabilities{}
+	var down *mcp.ClientCapabilities
+	if ip := s.initParams(); ip != nil {
+		down = ip.Capabilities
+	}
+	if down != nil {
+		caps.Experimental = maps.Clone(down.Experimental)
+		caps.Extensions = maps.Clone(down.Extensions)
+		caps.RootsV2 = down.RootsV2
+		caps.Sampling = down.Sampling
+		caps.Elicitation = down.Elicitation
+	}
+	return caps
 }
 
 // clientName and clientVersion pass the agent's identity upstream.

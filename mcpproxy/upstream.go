@@ -137,10 +137,13 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // slot is one downstream session's connection to one upstream: its current
-// client session, and the restart backoff after failures.
+// client session, and the restart backoff after failures. The hub of an
+// HTTP upstream is a slot too, of no session (stateless.go): while the
+// upstream is stateless, the sessions' slots hand out its connection.
 type slot struct {
-	s  *session
-	up *upstream
+	s   *session
+	up  *upstream
+	hub bool
 
 	mu        sync.Mutex // protects everything below
 	cs        *mcp.ClientSession
@@ -160,11 +163,21 @@ type slot struct {
 // upstream if needed. Concurrent callers share one start; a caller that
 // gives up (ctx) leaves the start running for the others.
 func (sl *slot) get(ctx context.Context) (*mcp.ClientSession, error) {
+	if h := sl.up.hub; h != nil && !sl.hub {
+		// The hub first: it learns whether the upstream is stateless.
+		if cs, err := h.get(ctx); !errors.Is(err, errSessions) {
+			return cs, err
+		}
+	}
 	for {
 		sl.mu.Lock()
 		if sl.closed {
 			sl.mu.Unlock()
 			return nil, fmt.Errorf("upstream %q: %w", sl.up.Name, errSessionGone)
+		}
+		if sl.hub && sl.up.eraOf() == eraSessions {
+			sl.mu.Unlock()
+			return nil, errSessions
 		}
 		if sl.cs != nil {
 			cs := sl.cs
@@ -200,6 +213,21 @@ func (sl *slot) start(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.opts.StartTimeout)
 	defer cancel()
 	cs, err := sl.connect(ctx)
+	if err == nil {
+		sl.up.reached(cs, sl.hub)
+		if sl.hub && !stateless(cs) {
+			// It keeps sessions: this one is ahead's, not an agent's.
+			// Each session connects on its own, as before.
+			cs.Close()
+			p.log.Debug("upstream keeps sessions: a connection per session", "upstream", sl.up.Name,
+				"revision", cs.InitializeResult().ProtocolVersion)
+			sl.mu.Lock()
+			sl.starting = nil
+			sl.mu.Unlock()
+			close(done)
+			return
+		}
+	}
 
 	sl.mu.Lock()
 	sl.starting = nil
@@ -225,10 +253,18 @@ func (sl *slot) start(done chan struct{}) {
 		p.log.Warn("upstream failed to start", "upstream", sl.up.Name, "session", sl.s.id, "err", err)
 		return
 	}
+	p.log.Debug("upstream connected", "upstream", sl.up.Name, "session", sl.s.id,
+		"revision", cs.InitializeResult().ProtocolVersion, "shared", sl.hub)
 	if restarted {
 		// The new process may offer other tools than the dead one did.
 		p.log.Info("upstream restarted", "upstream", sl.up.Name, "session", sl.s.id)
-		sl.s.upstreamChanged(sl.up, listTools|listPrompts|listResources)
+		if sl.hub {
+			for _, s := range p.liveSessions() {
+				s.upstreamChanged(sl.up, listTools|listPrompts|listResources)
+			}
+		} else {
+			sl.s.upstreamChanged(sl.up, listTools|listPrompts|listResources)
+		}
 	}
 }
 
@@ -283,12 +319,22 @@ func (sl *slot) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if _, streamable := t.(*mcp.StreamableClientTransport); !streamable {
 		t = orderedTransport{t, b}
 	}
-	client := sl.s.newClient(sl)
+	var client *mcp.Client
+	version := sl.s.protocolVersion()
+	if sl.hub {
+		// Discover first; the SDK falls back to initialize.
+		client, version = sl.s.p.newHubClient(sl), revisionStateless
+	} else {
+		client = sl.s.newClient(sl)
+	}
 	client.AddReceivingMiddleware(b.middleware)
-	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: sl.s.protocolVersion()})
+	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, err
 	}
+	sl.up.mu.Lock()
+	sl.up.connections++
+	sl.up.mu.Unlock()
 	sl.mu.Lock()
 	sl.barrier = b
 	sl.mu.Unlock()
@@ -297,6 +343,9 @@ func (sl *slot) connect(ctx context.Context) (*mcp.ClientSession, error) {
 
 // live returns the current client session without starting one.
 func (sl *slot) live() *mcp.ClientSession {
+	if h := sl.sharing(); h != nil {
+		return h.live()
+	}
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	return sl.cs
@@ -304,6 +353,9 @@ func (sl *slot) live() *mcp.ClientSession {
 
 // due reports whether the slot is down and may be started now.
 func (sl *slot) due() bool {
+	if h := sl.sharing(); h != nil {
+		return h.due()
+	}
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	return !sl.closed && sl.cs == nil && sl.starting == nil && !sl.s.p.now().Before(sl.retryAt)
@@ -354,6 +406,10 @@ func (sl *slot) onlySpeculative() bool {
 // settle waits until the notifications the slot's connection has read so
 // far have been forwarded (see order.go).
 func (sl *slot) settle(ctx context.Context) {
+	if h := sl.sharing(); h != nil {
+		h.settle(ctx)
+		return
+	}
 	sl.mu.Lock()
 	b := sl.barrier
 	sl.mu.Unlock()
