@@ -113,7 +113,7 @@ func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.Raw
 		en = e.claimLocked(s, key, rule, arrive)
 	}
 	// Without a result here, another replica's may serve it (shared.go).
-	remote := en == nil && e.lookupWanted(bname, rule)
+	remote := !own && en == nil && e.lookupWanted(bname, rule)
 	completion := e.st.disabled&ruleCompletion == 0
 	e.unlock()
 	announce := !rule.IsReadOnly() && e.opts.Fleet != nil && !e.perSession[bname]
