@@ -41,7 +41,7 @@ var Modes = []Mode{Serial, Ahead, Oracle, Orion, SpecFaaS, AllWrong, AA}
 
 // ParseMode returns the mode named s.
 func ParseMode(s string) (Mode, error) {
-	for _, m := range Modes {
+	for _, m := range allModes {
 		if string(m) == s {
 			return m, nil
 		}
@@ -133,6 +133,16 @@ type Options struct {
 	// SpeculatorName says what Speculator is, for the report ("sim:0.55:300ms
 	// (simulated)", or the model's URL).
 	SpeculatorName string
+	// Replicas runs each mode on this many engines, as many ahead
+	// replicas would (session i on replica i mod Replicas; baselines share
+	// their predictor); 0 means 1. See SetReplicas and the Fleet mode.
+	Replicas int
+	// LearnEvery, if positive, replays the sessions in file order (the
+	// order the learning curve reads), in waves of Replicas × LearnEvery
+	// sessions, and between two waves relearns each replica's predictor
+	// in the ahead and fleet modes, as a running ahead's checkpoints do
+	// (see learningWaves).
+	LearnEvery int
 }
 
 // Progress reports a run's progress.
@@ -165,6 +175,12 @@ func Run(ctx context.Context, sessions []trace.Session, opts *Options) (*Report,
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.Replicas > 1 && o.Speculator != nil {
+		return nil, fmt.Errorf("%w: replicas with a speculator are not supported", ErrConfig)
+	}
 	if o.Latency == nil {
 		o.Latency = replay.Trace{}
 	}
@@ -188,6 +204,9 @@ func Run(ctx context.Context, sessions []trace.Session, opts *Options) (*Report,
 		seen[m] = true
 		if m == Ahead && o.Predictor == nil {
 			return nil, fmt.Errorf("%w: the ahead mode needs a predictor (patterns)", ErrConfig)
+		}
+		if m == Fleet && o.LearnEvery <= 0 {
+			return nil, fmt.Errorf("%w: the fleet mode learns: it needs LearnEvery (SetReplicas)", ErrConfig)
 		}
 	}
 	ids := make(map[string]bool, len(sessions))
@@ -265,39 +284,72 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	if slots <= 0 {
 		slots = unlimited
 	}
-	var inner modePredictor
-	var eng *engine.Engine // set once built, before any session runs
-	var stopSpec func()    // stops the speculator, if any
+	n := o.Replicas
+	// inners[r] is replica r's predictor; learners[r], if not nil, is
+	// relearnt every LearnEvery sessions it completed.
+	inners := make([]modePredictor, n)
+	learners := make([]relearner, n)
+	recorders := make([]engine.Recorder, n)
+	var inner modePredictor // shared by every replica, if set
+	engines := make([]*engine.Engine, n)
+	var fr *fleetRun    // the fleet mode's fleet
+	var stopSpec func() // stops the speculator, if any
 	var specStats interface{ Stats() speculator.Stats }
 	switch m {
 	case Serial, AA:
 		pol = nil
 	case Ahead:
-		p, err := o.Predictor()
-		if err != nil {
-			return nil, fmt.Errorf("building the predictor: %w", err)
-		}
-		if o.Speculator != nil {
-			offer := func(session string, seq int, preds []predict.Prediction) bool { return eng.Offer(session, seq, preds) }
-			truth := func(session string) []trace.Event {
-				if a := agents[session]; a != nil {
-					return a.nextStepIfIdle()
-				}
-				return nil
-			}
-			spec, stop, err := o.Speculator(offer, truth)
+		for r := range n {
+			p, err := o.Predictor()
 			if err != nil {
-				return nil, fmt.Errorf("building the speculator: %w", err)
+				return nil, fmt.Errorf("building the predictor: %w", err)
 			}
-			// Stopped after the engine's Close below (late answers meet
-			// a closed engine), then its figures read; on an error, at
-			// return.
-			stopSpec = sync.OnceFunc(stop)
-			defer stopSpec()
-			specStats, _ = spec.(interface{ Stats() speculator.Stats })
-			p = predict.Join(p, spec)
+			if c, ok := p.(interface{ Close() error }); ok {
+				defer c.Close()
+			}
+			if o.Speculator != nil { // one replica (Run checks)
+				offer := func(session string, seq int, preds []predict.Prediction) bool {
+					return engines[0].Offer(session, seq, preds)
+				}
+				truth := func(session string) []trace.Event {
+					if a := agents[session]; a != nil {
+						return a.nextStepIfIdle()
+					}
+					return nil
+				}
+				spec, stop, err := o.Speculator(offer, truth)
+				if err != nil {
+					return nil, fmt.Errorf("building the speculator: %w", err)
+				}
+				// Stopped after the engine's Close below (late answers meet
+				// a closed engine), then its figures read; on an error, at
+				// return.
+				stopSpec = sync.OnceFunc(stop)
+				defer stopSpec()
+				specStats, _ = spec.(interface{ Stats() speculator.Stats })
+				p = predict.Join(p, spec)
+			}
+			inners[r] = external{p}
+			if l, ok := p.(relearner); ok && o.LearnEvery > 0 {
+				learners[r] = l
+			}
 		}
-		inner = external{p}
+	case Fleet:
+		var err error
+		fr, err = startFleet(ctx, n)
+		if err != nil {
+			return nil, fmt.Errorf("starting the fleet: %w", err)
+		}
+		// Closed after the engines (deferred before them).
+		defer fr.close()
+		for r := range n {
+			inners[r], learners[r] = external{fr.preds[r]}, fr.preds[r]
+			var rec func(trace.Event)
+			if o.Record != nil {
+				rec = func(ev trace.Event) { o.Record(m, ev) }
+			}
+			recorders[r] = fr.recorder(r, rec)
+		}
 	case Oracle:
 		inner = oracle{}
 		slots, budget = unlimited, unlimited
@@ -313,29 +365,34 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	case AllWrong:
 		inner = &allWrong{t: newTransitions(o.Mine), k: 3, n: make(map[string]int)}
 	}
-	eopts := engine.Options{
-		Backends: map[string]engine.Backend{
-			// The replay backend answers each session from its own
-			// recording: its state is per session.
-			"replay": {Backend: rb, Limits: sched.Limits{Slots: slots}, PerSession: true},
-		},
-		Policy:          pol,
-		Logger:          o.Logger,
-		SpecBudget:      budget,
-		DefaultTTL:      scaled(time.Minute, o.TimeScale),
-		IdleTimeout:     scaled(10*time.Minute, o.TimeScale),
-		DefaultDuration: scaled(500*time.Millisecond, o.TimeScale),
-		DefaultThink:    scaled(o.ThinkDefault, o.TimeScale),
-		SweepInterval:   max(scaled(time.Second, o.TimeScale), time.Millisecond),
+	for r := range n {
+		eopts := engine.Options{
+			Backends: map[string]engine.Backend{
+				// The replay backend answers each session from its own
+				// recording: its state is per session.
+				"replay": {Backend: rb, Limits: sched.Limits{Slots: slots}, PerSession: true},
+			},
+			Policy:          pol,
+			Logger:          o.Logger,
+			SpecBudget:      budget,
+			DefaultTTL:      scaled(time.Minute, o.TimeScale),
+			IdleTimeout:     scaled(10*time.Minute, o.TimeScale),
+			DefaultDuration: scaled(500*time.Millisecond, o.TimeScale),
+			DefaultThink:    scaled(o.ThinkDefault, o.TimeScale),
+			SweepInterval:   max(scaled(time.Second, o.TimeScale), time.Millisecond),
+		}
+		if in := cmp.Or[modePredictor](inners[r], inner); in != nil {
+			eopts.Predictor = &tracker{agents: agents, inner: in}
+		}
+		switch {
+		case recorders[r] != nil:
+			eopts.Recorder = recorders[r]
+		case o.Record != nil:
+			eopts.Recorder = recordFunc(func(ev trace.Event) error { o.Record(m, ev); return nil })
+		}
+		engines[r] = engine.New(&eopts)
+		defer engines[r].Close()
 	}
-	if inner != nil {
-		eopts.Predictor = &tracker{agents: agents, inner: inner}
-	}
-	if o.Record != nil {
-		eopts.Recorder = recordFunc(func(ev trace.Event) error { o.Record(m, ev); return nil })
-	}
-	eng = engine.New(&eopts)
-	defer eng.Close()
 
 	results := make([]*sessionResult, len(sessions))
 	var (
@@ -346,7 +403,7 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	one := func(i int) {
-		r, err := order[i].replay(ctx, eng, o.TimeScale, m == Ahead && o.Model.TPS > 0 && !o.NoStream)
+		r, err := order[i].replay(ctx, engines[i%n], o.TimeScale, m == Ahead && o.Model.TPS > 0 && !o.NoStream)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -370,18 +427,36 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 			wg.Go(func() { one(i) })
 		}
 	} else {
+		waves := [][]int{longestFirst(order, o.Latency)}
+		if o.LearnEvery > 0 {
+			waves = learningWaves(len(order), n*o.LearnEvery)
+		}
 		sem := make(chan struct{}, o.Concurrency)
 	loop:
-		for _, i := range longestFirst(order, o.Latency) {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				break loop
+		for w, wave := range waves {
+			for _, i := range wave {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					break loop
+				}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					one(i)
+				})
 			}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				one(i)
-			})
+			if w == len(waves)-1 {
+				break
+			}
+			wg.Wait()
+			if err := checkpoint(ctx, learners, fr); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				break
+			}
 		}
 	}
 	wg.Wait()
@@ -398,8 +473,12 @@ func runMode(ctx context.Context, sessions []trace.Session, o *Options, m Mode, 
 	if err := sleep(ctx, scaled(drain, o.TimeScale)); err != nil {
 		return nil, err
 	}
-	eng.Close()
-	mr := newModeResult(m, sessions, results, eng.Stats(), rb.Stats(), unscaled(wall, o.TimeScale), o.TimeScale)
+	var st engine.Stats
+	for _, eng := range engines {
+		eng.Close()
+		addStats(&st, eng.Stats())
+	}
+	mr := newModeResult(m, sessions, results, st, rb.Stats(), unscaled(wall, o.TimeScale), o.TimeScale)
 	if stopSpec != nil {
 		stopSpec()
 		if specStats != nil {

@@ -128,6 +128,7 @@ type ModeResult struct {
 	// modes call by call); executed marks the calls this mode executed.
 	callMS   [][]float64
 	executed [][]bool
+	stallMS  []float64 // by session
 }
 
 const maxExamples = 5
@@ -179,6 +180,7 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 		r.SessionMS = append(r.SessionMS, ms(sr.think+sr.stall))
 		r.ThinkMS += ms(sr.think)
 		r.StallMS += ms(sr.stall)
+		r.stallMS = append(r.stallMS, ms(sr.stall))
 		for src, d := range sr.stallBy {
 			r.StallBy[string(src)] += ms(d)
 		}
@@ -264,6 +266,14 @@ type Report struct {
 	// hid compared with serial.
 	OracleHiddenMS *float64 `json:"oracle_hidden_ms"`
 	AheadHiddenMS  *float64 `json:"ahead_hidden_ms"`
+	// With replicas (SetReplicas): the fleet mode's hidden stall ratio,
+	// and the fleet's hidden stall over the ahead mode's (replicas that
+	// learn alone).
+	FleetHiddenStallRatio *float64 `json:"fleet_hidden_stall_ratio,omitempty"`
+	FleetOverAlone        *float64 `json:"fleet_over_alone,omitempty"`
+	// LearningCurves holds, for the modes that learn (Options.LearnEvery),
+	// the hidden stall ratio in each fifth of the sessions in replay order.
+	LearningCurves map[Mode][]float64 `json:"learning_curves,omitempty"`
 }
 
 // ReportConfig records what was run.
@@ -286,6 +296,10 @@ type ReportConfig struct {
 	Speculator string `json:"speculator,omitempty"`
 	// Model is the modelled model (--model-ttft, --model-tps), if any.
 	Model string `json:"model,omitempty"`
+	// Replicas and LearnEvery are Options'; 0 for one engine that does
+	// not relearn.
+	Replicas   int `json:"replicas,omitempty"`
+	LearnEvery int `json:"learn_every,omitempty"`
 }
 
 func newReport(sessions []trace.Session, o *Options) *Report {
@@ -302,6 +316,10 @@ func newReport(sessions []trace.Session, o *Options) *Report {
 		Seed:         o.Seed,
 		MineSessions: len(o.Mine),
 		Speculator:   o.SpeculatorName,
+		LearnEvery:   o.LearnEvery,
+	}
+	if o.Replicas > 1 {
+		c.Replicas = o.Replicas
 	}
 	if o.Model.TPS > 0 {
 		c.Model = fmt.Sprintf("ttft %v, %g tokens/s", o.Model.TTFT, o.Model.TPS)
@@ -373,6 +391,22 @@ func (r *Report) summarise() {
 	if r.OracleHiddenMS != nil && r.AheadHiddenMS != nil && *r.OracleHiddenMS > 0 {
 		r.HiddenStallRatio = ptr(*r.AheadHiddenMS / *r.OracleHiddenMS)
 	}
+	if f := r.Mode(Fleet); serial != nil && oracle != nil && f != nil && *r.OracleHiddenMS > 0 {
+		r.FleetHiddenStallRatio = ptr((serial.StallMS - f.StallMS) / *r.OracleHiddenMS)
+		if r.AheadHiddenMS != nil && *r.AheadHiddenMS > 0 {
+			r.FleetOverAlone = ptr((serial.StallMS - f.StallMS) / *r.AheadHiddenMS)
+		}
+	}
+	if r.Config.LearnEvery > 0 && serial != nil && oracle != nil {
+		for _, m := range []*ModeResult{ahead, r.Mode(Fleet)} {
+			if c := curve(serial, oracle, m); m != nil && c != nil {
+				if r.LearningCurves == nil {
+					r.LearningCurves = make(map[Mode][]float64)
+				}
+				r.LearningCurves[m.Mode] = c
+			}
+		}
+	}
 	if aa := r.Mode(AA); serial != nil && aa != nil {
 		r.AANoise = ptr(math.Abs(aa.E2E.Mean-serial.E2E.Mean) / serial.E2E.Mean)
 		r.AAStallNoise = ptr(math.Abs(aa.StallMS-serial.StallMS) / serial.StallMS)
@@ -388,7 +422,7 @@ func (r *Report) summarise() {
 // whatever order they ran in).
 func (r *Report) sortedModes() []*ModeResult {
 	out := slices.Clone(r.Modes)
-	idx := func(m Mode) int { return slices.Index(Modes, m) }
+	idx := func(m Mode) int { return slices.Index(allModes, m) }
 	slices.SortStableFunc(out, func(a, b *ModeResult) int { return cmp.Compare(idx(a.Mode), idx(b.Mode)) })
 	return out
 }

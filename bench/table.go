@@ -90,6 +90,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Speculator != "" {
 		fmt.Fprintf(&b, "ahead mode with a speculator: %s\n", c.Speculator)
 	}
+	if c.Replicas > 0 {
+		fmt.Fprintf(&b, "%d replicas per mode, sessions round-robin; ahead (replicas alone) and fleet (replicas sharing) learn from an empty pool, relearning every %d sessions a replica completes\n",
+			c.Replicas, c.LearnEvery)
+	}
 	fmt.Fprintf(&b, "session and stall times in trace time (seconds)\n\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -106,6 +110,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.HiddenStallRatio != nil {
 		fmt.Fprintf(&b, "hidden stall ratio  %.2f  (ahead hid %s of tool stall, the oracle %s)\n",
 			*r.HiddenStallRatio, secs(*r.AheadHiddenMS), secs(*r.OracleHiddenMS))
+	}
+	if r.FleetHiddenStallRatio != nil {
+		fmt.Fprintf(&b, "fleet hidden stall  %.2f", *r.FleetHiddenStallRatio)
+		if r.FleetOverAlone != nil {
+			fmt.Fprintf(&b, "  (×%.2f the hidden stall of the replicas learning alone)", *r.FleetOverAlone)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.LearningCurves) > 0 {
+		b.WriteString("learning curve      hidden stall ratio by fifth of the sessions:")
+		for _, m := range []Mode{Ahead, Fleet} {
+			if c, ok := r.LearningCurves[m]; ok {
+				fmt.Fprintf(&b, " %s", m)
+				for _, v := range c {
+					fmt.Fprintf(&b, " %.2f", v)
+				}
+				b.WriteString(";")
+			}
+		}
+		b.WriteString("\n")
 	}
 	if r.E2EReduction != nil {
 		s, a := r.Mode(Serial), r.Mode(Ahead)
@@ -233,6 +257,7 @@ var legendModes = []struct {
 	{SpecFaaS, "baseline after SpecFaaS: runs the likely next tool with its previous arguments"},
 	{AllWrong, "control: predictions that never match (speculation must not slow anyone down)"},
 	{AA, "serial run again (A/A): the noise between two identical runs"},
+	{Fleet, "replicas that learn together through a fleet: one mines the traffic of all, every replica serves its pool"},
 }
 
 // WriteLegend explains the table's modes and columns (issue 27: the demo

@@ -228,6 +228,15 @@ func (p *Predictor) KeptBytes() int64 {
 // Patterns returns the number of patterns served.
 func (p *Predictor) Patterns() int { return p.patterns() }
 
+// Relearn relearns now, as a checkpoint does (Learner.Relearn); without
+// Learn it does nothing.
+func (p *Predictor) Relearn() (int, error) {
+	if p.learner == nil {
+		return 0, nil
+	}
+	return p.learner.Relearn()
+}
+
 // Adopt serves a pool the fleet shared (Learner.Adopt); without Learn it
 // fails.
 func (p *Predictor) Adopt(pool *pattern.Pool, mark uint64) error {

@@ -30,6 +30,8 @@ modelled latency. Modes, all on the same sessions, latency draws and arrivals:
   specfaas   the likely next tool with its previous arguments (SpecFaaS-like)
   all_wrong  predictions that never match (must not be slower than serial)
   aa         serial again (A/A: the noise floor)
+  fleet      with --replicas N: N replicas learning together through a fleet,
+             beside the ahead mode's N replicas learning alone
 
 Every figure is in trace time, whatever --time-scale. Every authoritative
 result is compared with the recording (lossless, mismatches). Example, mined
@@ -65,6 +67,8 @@ type benchFlags struct {
 	specModel    string
 	specKeyEnv   string
 	logLevel     string
+	replicas     int
+	learnEvery   int
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -94,6 +98,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.spec, "speculator", "", "add a fast-model speculator to the ahead mode: sim:ACC:LAT (a simulation: the true next call among its guesses with probability ACC, answering LAT after the think window opens) or an OpenAI-compatible base `URL`")
 	fs.StringVar(&f.specModel, "speculator-model", "", "the model to ask at --speculator URL")
 	fs.StringVar(&f.specKeyEnv, "speculator-key-env", "", "environment `variable` holding --speculator URL's API key (none: no Authorization header)")
+	fs.IntVar(&f.replicas, "replicas", 0, "replay over `N` engines (sessions round-robin) that learn from an empty pool: the ahead mode's alone, the fleet mode's together through an embedded fleet (modes default to serial, ahead, fleet, oracle)")
+	fs.IntVar(&f.learnEvery, "learn-every", 10, "with --replicas: each replica relearns after every `N` sessions it completes (its checkpoints)")
 	fs.StringVar(&f.logLevel, "log-level", "", fmt.Sprintf(logLevelUsage, "warn")+"; the engines' logs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -116,13 +122,26 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return errors.New("no sessions to replay (check the trace files and --part)")
 	}
 	src := bench.Source{Pool: f.patterns, Mining: len(f.mineFrom) > 0, AllowOverlap: f.allowOverlap}
-	if src.Mining {
+	if f.replicas < 0 {
+		return usageErr("--replicas must be 0 (one engine) or more")
+	}
+	if f.replicas > 0 {
+		if src.Pool != "" || src.Mining {
+			return usageErr("--replicas learns from an empty pool: no --patterns or --mine-from")
+		}
+		if err := opts.SetReplicas(f.replicas, f.learnEvery); err != nil {
+			return usageErr("--replicas, --learn-every: %v", err)
+		}
+	} else if src.Mining {
 		// With a split, the ahead mode is mined on the other part.
 		if src.Mine, _, err = tf.other().load(e, f.mineFrom); err != nil {
 			return err
 		}
 	}
-	note, err := opts.SetAhead(sessions, src)
+	note := ""
+	if f.replicas == 0 {
+		note, err = opts.SetAhead(sessions, src)
+	}
 	switch {
 	case errors.Is(err, bench.ErrOverlap):
 		return usageErr("--mine-from: %v: split with --part, or --allow-overlap", err)
