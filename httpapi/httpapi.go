@@ -79,6 +79,9 @@ type Options struct {
 	// Fleet, if set, returns the fleet's state for /v1/stats; nil means
 	// the replica is alone.
 	Fleet func() *FleetStats
+	// Upstreams, if set, returns the MCP upstreams' state for /v1/stats;
+	// nil means ahead fronts none.
+	Upstreams func() []UpstreamStats
 }
 
 // Handler is the HTTP API of an engine. Create it with New.

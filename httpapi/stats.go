@@ -44,6 +44,22 @@ type Stats struct {
 	Unfenced int64 `json:"unfenced,omitempty"`
 	// Fleet is the fleet's state; nil for a replica alone.
 	Fleet *FleetStats `json:"fleet,omitempty"`
+	// Upstreams are the MCP upstreams ahead fronts, in configuration
+	// order: the revision each is reached with, and how.
+	Upstreams []UpstreamStats `json:"mcp_upstreams,omitempty"`
+}
+
+// UpstreamStats is one MCP upstream's state (package mcpproxy).
+type UpstreamStats struct {
+	Name string `json:"name"`
+	// Revision is the MCP revision it was last reached with; "" until it
+	// was.
+	Revision string `json:"revision"`
+	// Shared: one connection serves every session (a stateless upstream,
+	// 2026-07-28 over HTTP); otherwise each session has its own.
+	Shared bool `json:"shared"`
+	// Connections counts the connections made to it, restarts included.
+	Connections int64 `json:"connections"`
 }
 
 // FleetStats is a fleet replica's state (package fleet): whether fences can
@@ -173,6 +189,9 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 	st := NewStats(h.eng.Stats())
 	if h.opts.Fleet != nil {
 		st.Fleet = h.opts.Fleet()
+	}
+	if h.opts.Upstreams != nil {
+		st.Upstreams = h.opts.Upstreams()
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -166,8 +166,21 @@ func (st *Stats) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	if st.Calls > 0 {
-		_, err := fmt.Fprintf(w, "%.2f speculative executions per call\n", float64(st.SpeculativeStarted)/float64(st.Calls))
-		return err
+		if _, err := fmt.Fprintf(w, "%.2f speculative executions per call\n", float64(st.SpeculativeStarted)/float64(st.Calls)); err != nil {
+			return err
+		}
+	}
+	for _, u := range st.Upstreams {
+		how := fmt.Sprintf("%d connections, one per session", u.Connections)
+		switch {
+		case u.Revision == "":
+			how = "not reached yet"
+		case u.Shared:
+			how = "stateless: one connection for every session"
+		}
+		if _, err := fmt.Fprintf(w, "MCP upstream %s: %s, %s\n", u.Name, cmp.Or(u.Revision, "-"), how); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -84,3 +84,28 @@ func TestStatsFromTracesPromotedSaved(t *testing.T) {
 		t.Errorf("saved %vms (get %vms), want 500: 200 before the call came, and 300 of a run without its call line", st.SavedMS, st.Tools["get"].SavedMS)
 	}
 }
+
+// TestWriteTableUpstreams: the table says which MCP revision each upstream
+// is reached with, and how.
+func TestWriteTableUpstreams(t *testing.T) {
+	st := Stats{Upstreams: []UpstreamStats{
+		{Name: "docs", Revision: "2026-07-28", Shared: true, Connections: 1},
+		{Name: "fs", Revision: "2025-11-25", Connections: 3},
+		{Name: "web"},
+	}}
+	var b bytes.Buffer
+	if err := st.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `MCP upstream docs: 2026-07-28, stateless: one connection for every session
+MCP upstream fs: 2025-11-25, 3 connections, one per session
+MCP upstream web: -, not reached yet
+`
+	got := b.String()
+	if i := bytes.Index(b.Bytes(), []byte("MCP upstream")); i >= 0 {
+		got = got[i:]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("table's upstream lines (-want +got):\n%s", diff)
+	}
+}

@@ -66,6 +66,17 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 	return p, pol, nil
 }
 
+// upstreamStats returns the MCP upstreams' state for /v1/stats.
+func upstreamStats(p *mcpproxy.Proxy) func() []httpapi.UpstreamStats {
+	return func() []httpapi.UpstreamStats {
+		var out []httpapi.UpstreamStats
+		for _, u := range p.Upstreams() {
+			out = append(out, httpapi.UpstreamStats{Name: u.Name, Revision: u.Revision, Shared: u.Shared, Connections: u.Connections})
+		}
+		return out
+	}
+}
+
 // mountMCP serves the proxy over streamable HTTP at /mcp of mux, with
 // tools/call going through eng (built with the proxy's backends and route),
 // and request bodies bounded by maxBody (max_body, as the tool API's).

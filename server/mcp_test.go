@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/mcpproxy"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -161,8 +164,20 @@ func TestHTTPAPICallsMCPTool(t *testing.T) {
 	if code, body := do("POST", "/v1/sessions/run-1/calls", `{"tool": "no_such_tool", "args": {}}`); code != http.StatusNotFound {
 		t.Errorf("a tool no upstream lists: %d %s, want 404", code, body)
 	}
-	if _, body := do("GET", "/v1/stats", ""); strings.Contains(body, "no_such_tool") || !strings.Contains(body, "list_directory") {
+	_, body := do("GET", "/v1/stats", "")
+	if strings.Contains(body, "no_such_tool") || !strings.Contains(body, "list_directory") {
 		t.Errorf("/v1/stats = %s, want list_directory and no entry for the unknown tool", body)
+	}
+	// The revision each upstream is reached with: a session without an
+	// MCP client asks for the newest, and a transport upstream keeps a
+	// connection per session whatever it speaks.
+	var st httpapi.Stats
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []httpapi.UpstreamStats{{Name: "fs", Revision: "2026-07-28", Connections: 1}}
+	if diff := cmp.Diff(want, st.Upstreams); diff != "" {
+		t.Errorf("/v1/stats mcp_upstreams (-want +got):\n%s", diff)
 	}
 	if code, body := do("DELETE", "/v1/sessions/run-1", ""); code != http.StatusNoContent {
 		t.Errorf("DELETE: %d %s", code, body)

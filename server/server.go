@@ -99,6 +99,9 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	if st.fleet != nil {
 		apiOpts.Fleet = fleetStats(st.fleet, st.learning)
 	}
+	if st.mcp != nil {
+		apiOpts.Upstreams = upstreamStats(st.mcp)
+	}
 	api := httpapi.New(st.statsEngine(), apiOpts)
 	mux.Handle("/", api)
 	if cfg.LLM != nil {
