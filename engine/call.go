@@ -141,7 +141,7 @@ func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.Raw
 		// (call.finish): what other replicas speculated while it ran may
 		// have read the old state. Done before the agent has the result,
 		// so that a call it makes next on any replica is fenced after it.
-		_ = e.opts.Fleet.Announce(ctx, bname, ef)
+		_ = e.opts.Fleet.Completed(ctx, bname, ef)
 	}
 	if span != nil {
 		endCallSpan(span, res, err)

@@ -75,15 +75,17 @@ type Linker interface {
 // Fleet shares an engine's writes with the other replicas of a fleet
 // (package fleet). Announce publishes a write on a backend whose state is
 // shared, with what it may change; the engine calls it before it forwards
-// the write and again when the write has completed, and forwards the write
-// whatever it returns (an announcement that failed is the fleet's to make
-// late). Fence returns nil once the replica has applied every write other
+// the write, and forwards the write whatever it returns (an announcement
+// that failed is the fleet's to make late). Completed announces the write
+// again once it has completed, before the agent has its result: what other
+// replicas speculated while it ran may have read the old state. Fence returns nil once the replica has applied every write other
 // replicas announced before it was called; the engine calls it before it
 // hands over a speculative result that other sessions' writes can reach,
 // and serves the call as a miss when it fails. The fleet applies the writes
 // of others through Engine.Invalidate.
 type Fleet interface {
 	Announce(ctx context.Context, backend string, ef policy.Effect) error
+	Completed(ctx context.Context, backend string, ef policy.Effect) error
 	Fence(ctx context.Context, backend string) error
 }
 

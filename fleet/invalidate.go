@@ -47,6 +47,12 @@ func (f *Fleet) Announce(ctx context.Context, backend string, ef policy.Effect) 
 	return fmt.Errorf("announcing a write on %s (forwarded, to be announced late): %w", backend, err)
 }
 
+// Completed announces a write again once it has completed (see Announce):
+// what other replicas speculated while it ran may have read the old state.
+func (f *Fleet) Completed(ctx context.Context, backend string, ef policy.Effect) error {
+	return f.Announce(ctx, backend, ef)
+}
+
 // Fence returns nil once this replica has applied every announcement made
 // before the call (on its backends' subjects), so that a speculative result
 // of backend that survived them may be handed over. It joins the next
