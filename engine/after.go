@@ -38,6 +38,7 @@ const (
 	afterObserve afterKind = iota // a call's result: Predictor.Observe
 	afterHear                     // a message: predict.Hearer.Hear
 	afterStart                    // a session's start: Starter.Start
+	afterDeclare                  // tools declared: predict.Declarer.Declare
 )
 
 // maxAfter bounds the events a session may have waiting for the
@@ -102,6 +103,8 @@ func (e *Engine) predict(s *session, w afterWork) {
 		preds = e.opts.Predictor.(predict.Hearer).Hear(w.ev)
 	case afterStart:
 		preds = e.opts.Predictor.(predict.Starter).Start(s.id)
+	case afterDeclare:
+		preds = e.opts.Predictor.(predict.Declarer).Declare(w.ev)
 	}
 	e.speculate(s, w.seq, preds, e.predictorBytes(s.id))
 }

@@ -62,6 +62,9 @@ type session struct {
 	// (ThinkTime) since the last result: the step's own result→call
 	// sample is then not counted again in Engine.thinks.
 	thinkHeard bool
+	// declared holds the digest of the tools last declared to the session,
+	// by source (Tools): at most one per source, three.
+	declared map[string]uint64
 	// after is the prediction work queued for the session's predictor
 	// goroutine (after.go), which runs while afterRun; afterDone, made
 	// by the first to wait, is closed when it has drained the queue.

@@ -179,6 +179,8 @@ func (e *Engine) recordFailed(ev trace.Event, err error) {
 		e.opts.Logger.Warn("recording message", "session", ev.Session, "role", ev.Role, "err", err)
 	case trace.KindEmitted:
 		e.opts.Logger.Warn("recording an emitted call", "session", ev.Session, "tool", ev.Tool, "err", err)
+	case trace.KindTools:
+		e.opts.Logger.Warn("recording declared tools", "session", ev.Session, "from", ev.From, "err", err)
 	default:
 		e.opts.Logger.Warn("recording call", "session", ev.Session, "tool", ev.Tool, "err", err)
 	}

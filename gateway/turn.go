@@ -233,6 +233,7 @@ func (t *turn) run(ctx context.Context, body []byte) {
 	session := t.g.engineSession(t.session)
 	seq := t.g.opts.Engine.NextSeq(session)
 	if ok {
+		t.g.declare(ctx, session, t.api, body)
 		t.g.hear(ctx, t.session, msgs, appendOnly)
 	}
 	res, ok := <-t.resp

@@ -78,6 +78,7 @@ var (
 	_ predict.Predictor = (*Predictor)(nil)
 	_ predict.Starter   = (*Predictor)(nil)
 	_ predict.Hearer    = (*Predictor)(nil)
+	_ predict.Declarer  = (*Predictor)(nil)
 )
 
 // Open loads the pool file at path and serves it (New). A pool file that
@@ -185,6 +186,10 @@ func (p *Predictor) Start(session string) []predict.Prediction { return p.joined
 
 // Hear passes a message to the parts that listen to the conversation.
 func (p *Predictor) Hear(msg trace.Event) []predict.Prediction { return p.joined.Hear(msg) }
+
+// Declare passes the tools declared to a session to the parts that read
+// tool definitions.
+func (p *Predictor) Declare(tools trace.Event) []predict.Prediction { return p.joined.Declare(tools) }
 
 // Forget ends a session; with Options.RelearnEvery, every so many ended
 // sessions it relearns (the first failure is Close's error).

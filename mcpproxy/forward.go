@@ -237,6 +237,7 @@ func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 	s.mu.Unlock()
 	s.p.addRoutes(routes)
 	s.p.noteTrusted(trusted)
+	s.declare(ctx, tools)
 	if tools == nil {
 		tools = []*mcp.Tool{}
 	}

@@ -62,7 +62,7 @@ func Merge(lists ...[]Prediction) []Prediction {
 }
 
 // Joined asks several predictors (its parts) and merges their answers
-// (Merge). It forwards Hear and Start to the parts that implement them. It is safe for
+// (Merge). It forwards Hear, Declare and Start to the parts that implement them. It is safe for
 // concurrent use if its parts are.
 type Joined struct {
 	parts []Predictor
@@ -89,6 +89,16 @@ func (j *Joined) Hear(msg trace.Event) []Prediction {
 	return j.ask(func(p Predictor) []Prediction {
 		if h, ok := p.(Hearer); ok {
 			return h.Hear(msg)
+		}
+		return nil
+	})
+}
+
+// Declare asks the parts that read tool definitions.
+func (j *Joined) Declare(tools trace.Event) []Prediction {
+	return j.ask(func(p Predictor) []Prediction {
+		if d, ok := p.(Declarer); ok {
+			return d.Declare(tools)
 		}
 		return nil
 	})

@@ -100,8 +100,18 @@ type Hearer interface {
 	Hear(msg trace.Event) []Prediction
 }
 
+// Declarer is a predictor that also reads the tools declared to a
+// session's agent (trace.KindTools events: an MCP upstream's tools/list,
+// the tools of a model request), once per source and again when they
+// change, and returns the predictions it now makes for the session's next
+// calls (a tool never called before may be predicted from its definition).
+type Declarer interface {
+	Declare(tools trace.Event) []Prediction
+}
+
 var (
 	_ Predictor = Func(nil)
+	_ Declarer  = (*Joined)(nil)
 	_ Predictor = (*Joined)(nil)
 	_ Starter   = (*Joined)(nil)
 	_ Hearer    = (*Joined)(nil)

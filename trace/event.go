@@ -95,6 +95,11 @@ type Event struct {
 	Origin string `json:"origin,omitempty"`
 	Source string `json:"source,omitempty"`
 
+	// Tools and From are a KindTools line's: the tools declared to the
+	// session's agent, and where (FromMCP, FromOpenAI, FromAnthropic).
+	Tools []ToolDef `json:"tools,omitempty"`
+	From  string    `json:"from,omitempty"`
+
 	// Extra holds the fields of the line that its kind does not define
 	// (see fieldsOf), as read; EncodeLine writes them after the defined
 	// ones, so that a tool that passes a trace on loses nothing. A key
@@ -110,6 +115,7 @@ var (
 	callFields    = []string{"kind", "session", "seq", "step", "tool", "args", "status", "output", "requestor", "call_id", "ts", "result_ts", "duration_ms", "llm_ms", "speculative", "outcome", "source", "origin"}
 	messageFields = []string{"kind", "session", "seq", "step", "role", "content", "ts"}
 	emittedFields = []string{"kind", "session", "seq", "step", "tool", "args", "call_id", "ts"}
+	toolsFields   = []string{"kind", "session", "seq", "step", "from", "tools", "ts"}
 	commonFields  = []string{"kind", "session", "seq", "step", "ts"}
 )
 
@@ -122,6 +128,8 @@ func fieldsOf(ev *Event) []string {
 		return messageFields
 	case ev.Kind == KindEmitted:
 		return emittedFields
+	case ev.Kind == KindTools:
+		return toolsFields
 	}
 	return commonFields
 }

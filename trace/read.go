@@ -263,6 +263,9 @@ type rawEvent struct {
 	Outcome     string `json:"outcome"`
 	Origin      string `json:"origin"`
 	Source      string `json:"source"`
+
+	Tools json.RawMessage `json:"tools"`
+	From  string          `json:"from"`
 }
 
 type parseError struct {
@@ -337,9 +340,9 @@ func (d *lineDecoder) parse(line []byte) (Event, *parseError) {
 	// of its kind, has no extra fields: the common case, decoded once.
 	switch {
 	case unknown:
-	case ev.IsCall() && raw.Role == nil && raw.Content == nil:
+	case ev.IsCall() && raw.Role == nil && raw.Content == nil && raw.Tools == nil && raw.From == "":
 		return ev, nil
-	case ev.IsMessage() && !raw.hasCallFields():
+	case ev.IsMessage() && !raw.hasCallFields() && raw.Tools == nil && raw.From == "":
 		return ev, nil
 	}
 	var all map[string]json.RawMessage
@@ -404,6 +407,8 @@ func parseRaw(raw *rawEvent) (Event, *parseError) {
 		return parseMessage(raw)
 	case raw.Kind == KindEmitted:
 		return parseEmitted(raw)
+	case raw.Kind == KindTools:
+		return parseTools(raw)
 	case raw.Kind != "" && raw.Kind != KindSpeculative && raw.Kind != KindFailed:
 		// A kind this reader does not know: kept, for tools that pass
 		// lines on; consumers skip it (Event.IsCall is false).

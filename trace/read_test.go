@@ -8,6 +8,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -236,6 +237,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(gzHeaderless()))
 	f.Add([]byte(`{"session":"s","kind":"message","role":"user","content":"hi","seq":0,"note":1,"tool":"x"}` + "\n" + `{"session":"s","kind":"k","seq":0,"a":[1]}`))
 	f.Add([]byte(`{"session":"s","seq":0,"tool":"t","status":"ok","x":{"y":"<&>"},"Role":"r","SEQ":1}`))
+	f.Add([]byte(`{"kind":"tools","session":"s","seq":0,"from":"mcp","tools":[{"name":"r","description":"<d>","input_schema":{"type":"object"}}],"x":1}` + "\n" + `{"kind":"tools","session":"s","seq":1,"tools":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(&ReadOptions{SkipBad: true})
 		var evs []Event
@@ -249,6 +251,8 @@ func FuzzRead(f *testing.F) {
 				valid = valid && ev.Tool != "" && (ev.Status == StatusOK || ev.Status == StatusError)
 			case ev.IsMessage():
 				valid = valid && (ev.Role == RoleSystem || ev.Role == RoleUser || ev.Role == RoleAssistant)
+			case ev.Kind == KindTools:
+				valid = valid && ev.Tools != nil && !slices.ContainsFunc(ev.Tools, func(d ToolDef) bool { return d.Name == "" })
 			}
 			if !valid {
 				t.Fatalf("invalid event accepted: %+v", ev)
@@ -263,7 +267,7 @@ func FuzzRead(f *testing.F) {
 		for i := range evs {
 			a, b := evs[i], again[i]
 			if a.Kind != b.Kind || a.Session != b.Session || a.Seq != b.Seq || a.Tool != b.Tool || a.Output != b.Output || a.Status != b.Status ||
-				a.Role != b.Role || a.Content != b.Content || len(a.Extra) != len(b.Extra) {
+				a.Role != b.Role || a.Content != b.Content || len(a.Extra) != len(b.Extra) || len(a.Tools) != len(b.Tools) || a.From != b.From {
 				t.Fatalf("round trip changed event %d: %+v → %+v", i, a, b)
 			}
 		}

@@ -283,6 +283,12 @@ func EncodeLine(w io.Writer, ev Event) error {
 		v = messageLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Role: ev.Role, Content: ev.Content, TS: ev.TS}
 	case ev.Kind == KindEmitted:
 		v = emittedLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, Tool: ev.Tool, Args: ev.Args, CallID: ev.CallID, TS: ev.TS}
+	case ev.Kind == KindTools:
+		tools := ev.Tools
+		if tools == nil {
+			tools = []ToolDef{}
+		}
+		v = toolsLine{Kind: ev.Kind, Session: ev.Session, Seq: ev.Seq, Step: ev.Step, From: ev.From, Tools: tools, TS: ev.TS}
 	case !ev.IsCall() && ev.Kind != KindSpeculative && ev.Kind != KindFailed:
 		v = otherLine(ev)
 	}
@@ -383,5 +389,7 @@ type otherLine struct {
 	Outcome     string                     `json:"outcome,omitempty"`
 	Origin      string                     `json:"origin,omitempty"`
 	Source      string                     `json:"source,omitempty"`
+	Tools       []ToolDef                  `json:"tools,omitempty"`
+	From        string                     `json:"from,omitempty"`
 	Extra       map[string]json.RawMessage `json:"-"`
 }
