@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/tooldef"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -139,20 +140,23 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 		}
 		part, p.patterns = on, on.Len
 	}
+	// The tools declared to a session predict calls of tools neither
+	// part has seen (issue 24); where none are declared it says nothing.
+	defs := tooldef.New(nil)
 	switch {
 	case p.learner != nil:
 		// The Learner relearns the conversation model beside the
 		// patterns, and hears the messages to mine them.
-		p.joined = predict.Join(part, &p.learner.conv)
+		p.joined = predict.Join(part, &p.learner.conv, defs)
 	default:
 		conv, err := conversation(pool)
 		if err != nil {
 			return nil, err
 		}
 		if conv != nil {
-			p.joined = predict.Join(part, conv)
+			p.joined = predict.Join(part, conv, defs)
 		} else {
-			p.joined = predict.Join(part)
+			p.joined = predict.Join(part, defs)
 		}
 	}
 	if o.Learn && o.Checkpoint != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/predict"
+	"github.com/ahead-dev/ahead/tooldef"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -126,6 +127,59 @@ func TestDeclaredToolsRecorded(t *testing.T) {
 			}
 			if diff := cmp.Diff(string(old), buf.String()); diff != "" {
 				t.Errorf("the server's tools changed since %s was written (-old +new):\n%s", fixture, diff)
+			}
+		})
+	}
+}
+
+// deafTo is a predictor without its definitions (no Declare): what ahead
+// predicts when it ignores them.
+type deafTo struct{ p *tooldef.Predictor }
+
+func (d deafTo) Observe(ev trace.Event) []predict.Prediction { return d.p.Observe(ev) }
+func (d deafTo) Hear(msg trace.Event) []predict.Prediction   { return d.p.Hear(msg) }
+func (d deafTo) Forget(s string)                             { d.p.Forget(s) }
+
+// TestDeclaredToolsPredictTheFirstRead: a fresh ahead (no pool) in front
+// of the real filesystem server. The agent lists the tools, the user
+// names a file, and the agent's first call, a read it never made before,
+// is served ahead: the read's definition (its path argument, the words of
+// its name) picked the path out of the message. Ignoring the definitions,
+// the read runs when the agent asks.
+func TestDeclaredToolsPredictTheFirstRead(t *testing.T) {
+	for _, ignored := range []bool{false, true} {
+		name := "definitions heard"
+		if ignored {
+			name = "definitions ignored"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "notes.md")
+			if err := os.WriteFile(file, []byte("remember the milk\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pred := predict.Predictor(tooldef.New(nil))
+			want := map[string]bool{"reused": true, "promoted": true}
+			if ignored {
+				pred, want = deafTo{tooldef.New(nil)}, map[string]bool{"executed": true}
+			}
+			x := newDeclaring(t, []Upstream{npmServer(t, "fs", "mcp-server-filesystem", nil, dir)}, pred, nil)
+			via := x.connect(t)
+			if _, err := via.ListTools(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			x.proxy.mu.Lock()
+			var id string
+			for k := range x.proxy.byID {
+				id = k
+			}
+			x.proxy.mu.Unlock()
+			if err := x.eng.Message(t.Context(), id, trace.RoleUser, "Could you read "+file+" and tell me what I must remember?"); err != nil {
+				t.Fatal(err)
+			}
+			res, src := call(t, via, "read_text_file", map[string]any{"path": file})
+			if !want[src] || text(res) != "remember the milk\n" {
+				t.Errorf("first read: %q (%s), want the file's text, source in %v", text(res), src, want)
 			}
 		})
 	}
