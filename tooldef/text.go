@@ -197,7 +197,7 @@ var nameFormats = map[string]string{
 	"email": "email", "mail": "email",
 	"date": "date", "day": "date",
 	"uuid": "uuid",
-	"ip": "ip",
+	"ip":   "ip",
 }
 
 // looksLike reports whether a token has the look a name-implied format
