@@ -90,14 +90,23 @@ func TestServeMCP(t *testing.T) {
 		t.Errorf("trace files %v (%v), want one named with the prefix mcp", files, err)
 	}
 	var calls []string
+	declared := 0
 	for ev, err := range trace.NewReader(nil).Events(dir) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		calls = append(calls, ev.Tool+string(ev.Args))
+		switch {
+		case ev.IsCall():
+			calls = append(calls, ev.Tool+string(ev.Args))
+		case ev.Kind == trace.KindTools:
+			declared++ // the upstream's tools, listed to route the call
+		}
 	}
 	if len(calls) != 1 || calls[0] != `list_directory{"path":"/src"}` {
 		t.Errorf("recorded %q, want the one call", calls)
+	}
+	if declared != 1 {
+		t.Errorf("recorded %d lines of declared tools, want 1", declared)
 	}
 }
 

@@ -30,6 +30,7 @@
 package tooldef
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/ahead-dev/ahead/predict"
@@ -99,6 +100,7 @@ type session struct {
 type heard struct {
 	role  string
 	text  string
+	lower string // text in lower case, where enum values are looked for
 	toks  []token
 	words []string // its content words, for tool choice
 }
@@ -223,7 +225,7 @@ func (p *Predictor) SessionBytes(id string) int64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := int64(2 * s.bytes)
+	n := int64(3 * s.bytes)
 	for _, ts := range s.decl {
 		for _, t := range ts {
 			n += int64(256 + 128*len(t.args))
@@ -239,8 +241,9 @@ func (s *session) hear(msg trace.Event, max int) {
 	if len(text) > max {
 		text = text[len(text)-max:]
 	}
-	h := heard{role: msg.Role, text: text}
+	h := heard{role: msg.Role, text: text, lower: strings.ToLower(text)}
 	h.toks = tokens(text, nil)
+	lastWords(text, h.toks)
 	if msg.Role == trace.RoleUser {
 		h.words = words(text, nil)
 	}

@@ -38,6 +38,8 @@ type arg struct {
 	shapes  []string
 	minimum *float64
 	maximum *float64
+	// implied is the format its words imply (nameFormats), if any.
+	implied string
 }
 
 // maxPattern bounds a pattern compiled from a schema (RE2 runs in linear
@@ -136,6 +138,12 @@ func compileArg(name string, raw json.RawMessage, required bool) *arg {
 		}
 	}
 	a.minimum, a.maximum = p.Minimum, p.Maximum
+	for _, w := range a.words {
+		if kind, ok := nameFormats[w]; ok {
+			a.implied = kind
+			break
+		}
+	}
 	return a
 }
 

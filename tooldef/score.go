@@ -49,6 +49,9 @@ const (
 	// nearBytes is how far before a token its words are read.
 	nearBytes = 40
 	maxCands  = 64 // candidate tokens read per argument, the most recent first
+	// maxScan is how many of the latest messages values are read from:
+	// the work per message is bounded, whatever the window holds.
+	maxScan = 8
 )
 
 // value is a candidate value of an argument.
@@ -141,7 +144,12 @@ func (s *session) predict(max int) []predict.Prediction {
 		var optNames []string
 		var optVals []value
 		for _, a := range opt {
-			if top := s.values(t, a, latest); len(top) > 0 && top[0].score >= minOptional {
+			top := s.values(t, a, latest)
+			if len(top) > 0 && (slices.ContainsFunc(vals, func(v value) bool { return v.json == top[0].json }) ||
+				slices.ContainsFunc(optVals, func(v value) bool { return v.json == top[0].json })) {
+				continue // one value in two arguments: see above
+			}
+			if len(top) > 0 && top[0].score >= minOptional {
 				optNames = append(optNames, a.name)
 				optVals = append(optVals, top[0])
 				score += top[0].score / 2
@@ -154,7 +162,7 @@ func (s *session) predict(max int) []predict.Prediction {
 		names = append(names, optNames...)
 		all := append(vals, optVals...)
 		cands = append(cands, cand{t.name, object(names, all), score})
-		if firstAlt != nil {
+		if firstAlt != nil && !slices.ContainsFunc(all[1:], func(v value) bool { return v.json == firstAlt.json }) {
 			alt := slices.Clone(all)
 			alt[0] = *firstAlt
 			cands = append(cands, cand{t.name, object(names, alt), score - (vals[0].score - firstAlt.score)})
@@ -218,7 +226,7 @@ func (s *session) values(t *tool, a *arg, latest int) []value {
 		}
 	}
 	rank := 0
-	for mi := len(s.msgs) - 1; mi >= 0 && rank < maxCands; mi-- {
+	for mi := len(s.msgs) - 1; mi >= max(0, len(s.msgs)-maxScan) && rank < maxCands; mi-- {
 		m := &s.msgs[mi]
 		role := 0.0
 		switch m.role {
@@ -231,33 +239,30 @@ func (s *session) values(t *tool, a *arg, latest int) []value {
 			role = wSystem
 		}
 		if len(a.enum) > 0 {
-			lower := strings.ToLower(m.text)
 			for i, e := range a.enumText {
-				if at := wordIndex(lower, e); at >= 0 {
-					add(value{string(a.enum[i]), wEnum + role + wRecency*math.Log1p(float64(rank)) + s.near(m, at, t, a)})
+				if at := wordIndex(m.lower, e); at >= 0 {
+					add(value{string(a.enum[i]), wEnum + role + wRecency*math.Log1p(float64(rank)) + near(lastWordBefore(m.text, at), t, a)})
 				}
 			}
 			rank++
 			continue
 		}
 		for ti := len(m.toks) - 1; ti >= 0 && rank < maxCands; ti-- {
-			tk := m.toks[ti]
-			ev, ok := a.evidence(tk.text)
+			tk := &m.toks[ti]
+			ev, ok := a.evidence(tk)
 			if !ok {
 				continue
 			}
-			near := s.near(m, tk.start, t, a)
+			near := near(tk.prev, t, a)
 			if ev < 0 && near < wNear {
 				// A plain word is the value only right after the
 				// argument's own words ("search for programmer").
 				continue
 			}
 			ev = max(ev, 0)
-			v := tk.text
-			js := v
+			js := tk.text
 			if a.typ == "string" || a.typ == "" {
-				b, _ := json.Marshal(v)
-				js = string(b)
+				js = tk.js
 			}
 			if a.list {
 				js = "[" + js + "]"
@@ -272,10 +277,14 @@ func (s *session) values(t *tool, a *arg, latest int) []value {
 // evidence is how much a token's own look says it is a value of a, and
 // false when it cannot be one; negative for a plain word, which only the
 // argument's words just before it make a value.
-func (a *arg) evidence(tok string) (float64, bool) {
+func (a *arg) evidence(tk *token) (float64, bool) {
+	tok := tk.text
 	switch a.typ {
 	case "integer", "number":
-		f, ok := isNumber(tok, a.typ == "integer")
+		f, ok := tk.num, tk.isNum
+		if a.typ == "integer" {
+			ok = tk.isInt
+		}
 		if !ok || (a.minimum != nil && f < *a.minimum) || (a.maximum != nil && f > *a.maximum) {
 			return 0, false
 		}
@@ -303,11 +312,7 @@ func (a *arg) evidence(tok string) (float64, bool) {
 	if len(a.shapes) > 0 && slices.Contains(a.shapes, shape(tok)) {
 		ev = wExample
 	}
-	for _, w := range a.words {
-		kind, ok := nameFormats[w]
-		if !ok {
-			continue
-		}
+	if kind := a.implied; kind != "" {
 		if looksLike(kind, tok) {
 			return max(ev, wImplied), true
 		}
@@ -315,8 +320,11 @@ func (a *arg) evidence(tok string) (float64, bool) {
 			return 0, false // an email argument is no email's place for a word
 		}
 	}
-	if ev == 0 && !hasValueLook(tok) {
-		// A plain word ("the", "Please"): see values.
+	if ev == 0 && tk.plain {
+		if tk.stop {
+			return 0, false
+		}
+		// A plain word ("programmer", "Please"): see values.
 		return -1, true
 	}
 	return ev, true
@@ -334,20 +342,23 @@ func hasValueLook(tok string) bool {
 	return false
 }
 
-// near is the score of the word just before offset at in m: one of the
-// argument's words, or of the tool's name.
-func (s *session) near(m *heard, at int, t *tool, a *arg) float64 {
+// lastWordBefore is the last content word in the nearBytes of text
+// before offset at.
+func lastWordBefore(text string, at int) string {
 	from := max(0, at-nearBytes)
-	for from > 0 && !utf8.RuneStart(m.text[from]) {
+	for from > 0 && !utf8.RuneStart(text[from]) {
 		from++
 	}
-	before := words(m.text[from:at], nil)
-	if len(before) == 0 {
+	return lastWord(text[from:at])
+}
+
+// near is the score of w, the last word said before a value ("the file
+// X", "order X", "search for X"; stopwords are no words here): one of
+// the argument's words, or of the tool's name.
+func near(w string, t *tool, a *arg) float64 {
+	if w == "" {
 		return 0
 	}
-	// The last word said before it: "the file X", "order X", "search
-	// for X" (stopwords are no words here).
-	w := before[len(before)-1]
 	switch {
 	case slices.Contains(a.words, w):
 		return wNear

@@ -1,6 +1,7 @@
 package tooldef
 
 import (
+	"encoding/json"
 	"net/mail"
 	"net/netip"
 	"regexp"
@@ -82,6 +83,57 @@ func wordSet(s string) map[string]bool {
 type token struct {
 	text  string
 	start int // byte offset in the message
+	// prev is the last content word before it (within nearBytes), set
+	// by lastWords.
+	prev string
+	// js is its text as a JSON string; plain marks a word of a sentence
+	// (no value look, see hasValueLook), stop a stopword.
+	js          string
+	plain, stop bool
+	// num is its value when it is a number (isNum), an integer (isInt).
+	num          float64
+	isNum, isInt bool
+}
+
+// lastWords sets each token's prev: the last content word said in the
+// nearBytes before it.
+func lastWords(text string, toks []token) {
+	for i := range toks {
+		at := toks[i].start
+		from := max(0, at-nearBytes)
+		for from > 0 && !utf8.RuneStart(text[from]) {
+			from++
+		}
+		toks[i].prev = lastWord(text[from:at])
+	}
+}
+
+// lastWord returns the last content word of s (as words reads them), or
+// "".
+func lastWord(s string) string {
+	end := len(s)
+	for end > 0 {
+		// Skip to the end of the last run of letters.
+		r, n := utf8.DecodeLastRuneInString(s[:end])
+		if !unicode.IsLetter(r) {
+			end -= n
+			continue
+		}
+		start := end
+		for start > 0 {
+			r, n := utf8.DecodeLastRuneInString(s[:start])
+			if !unicode.IsLetter(r) {
+				break
+			}
+			start -= n
+		}
+		ws := words(s[start:end], nil)
+		if len(ws) > 0 {
+			return ws[len(ws)-1]
+		}
+		end = start
+	}
+	return ""
 }
 
 func tokens(s string, dst []token) []token {
@@ -117,7 +169,14 @@ func appendToken(dst []token, t string, start int) []token {
 	if t == "" || len(t) > 512 {
 		return dst
 	}
-	return append(dst, token{t, start})
+	js, _ := json.Marshal(t)
+	plain := !hasValueLook(t)
+	tk := token{text: t, start: start, js: string(js), plain: plain, stop: plain && stopwords[strings.ToLower(t)]}
+	if c := t[0]; c == '-' || c == '.' || (c >= '0' && c <= '9') {
+		tk.num, tk.isNum = isNumber(t, false)
+		_, tk.isInt = isNumber(t, true)
+	}
+	return append(dst, tk)
 }
 
 // shape is a token's characters collapsed to their classes (a: letters,
