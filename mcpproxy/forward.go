@@ -17,108 +17,154 @@ import (
 	"github.com/ahead-dev/ahead/sched"
 )
 
-// receive is the downstream server's receiving middleware: it serves what
-// the agent sends from the session's upstreams, and leaves the protocol's
-// own housekeeping (initialized, ping, cancellation) to the SDK.
-func (p *Proxy) receive(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ss, ok := req.GetSession().(*mcp.ServerSession)
-		if !ok {
-			return next(ctx, method, req)
+// proxied are the methods the proxy serves itself (from the session's
+// upstreams); the SDK keeps the protocol's own housekeeping (initialized,
+// ping, cancellation, subscriptions/listen).
+var proxied = map[string]bool{
+	"initialize": true, "server/discover": true,
+	"tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+}
+
+// downSessionKey carries the SDK session of the downstream request being
+// served: in a 2026-07-28 run, each request has its own, and what the
+// upstream sends about the request (progress) goes back on it.
+type downSessionKey struct{}
+
+// receive returns the downstream server's receiving middleware: it serves
+// what the agent sends from the session's upstreams. With runs, requests
+// come from the stateless handler (2026-07-28 over HTTP) and are served in
+// the run they name (runFor); else the SDK session is the session.
+func (p *Proxy) receive(runs bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			ss, ok := req.GetSession().(*mcp.ServerSession)
+			if !ok || !proxied[method] {
+				return next(ctx, method, req)
+			}
+			var s *session
+			var err error
+			if runs {
+				var end func()
+				s, end, err = p.runFor(method, req)
+				if err != nil {
+					return nil, err
+				}
+				defer end()
+				ctx = context.WithValue(ctx, downSessionKey{}, ss)
+			} else if s, err = p.sessionFor(ss); err != nil {
+				return nil, err
+			}
+			res, err := s.serve(ctx, next, method, req)
+			if err != nil || !isNewEra(req) {
+				return res, err
+			}
+			// Results forwarded raw from an upstream of an older
+			// revision lack the resultType a 2026-07-28 client reads.
+			return completeResult(res), nil
 		}
-		s, err := p.sessionFor(ss)
+	}
+}
+
+// serve serves one downstream request in the session s.
+func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	switch method {
+	case "initialize":
+		return s.initialize(ctx, next, method, req)
+	case "server/discover":
+		res, err := next(ctx, method, req)
 		if err != nil {
 			return nil, err
 		}
-		switch method {
-		case "initialize":
-			return s.initialize(ctx, next, method, req)
-		case "tools/list":
-			return s.listTools(ctx)
-		case "tools/call":
-			return s.callTool(ctx, req.GetParams().(*mcp.CallToolParamsRaw))
-		case "prompts/list":
-			return s.listPrompts(ctx)
-		case "prompts/get":
-			params := req.GetParams().(*mcp.GetPromptParams)
-			defer s.begin(ctx, params.GetProgressToken())()
-			cs, err := s.promptOwner(ctx, params.Name)
-			if err != nil {
-				return nil, err
-			}
-			return passErr(cs.GetPrompt(ctx, params))
-		case "resources/list":
-			return s.listResources(ctx)
-		case "resources/templates/list":
-			return s.listTemplates(ctx)
-		case "resources/read":
-			params := req.GetParams().(*mcp.ReadResourceParams)
-			defer s.begin(ctx, params.GetProgressToken())()
-			cs, err := s.resourceOwner(ctx, params.URI)
-			if err != nil {
-				return nil, err
-			}
-			return passErr(cs.ReadResource(ctx, params))
-		case "resources/subscribe":
-			params := req.GetParams().(*mcp.SubscribeParams)
-			cs, err := s.resourceOwner(ctx, params.URI)
-			if err != nil {
-				return nil, err
-			}
-			if u := s.hubOf(cs); u != nil {
-				err = u.subscribe(ctx, s, cs, params)
-			} else {
-				err = cs.Subscribe(ctx, params)
-			}
-			if err != nil {
-				return nil, passErrOnly(err)
-			}
-			return &emptyResult{}, nil
-		case "resources/unsubscribe":
-			params := req.GetParams().(*mcp.UnsubscribeParams)
-			cs, err := s.resourceOwner(ctx, params.URI)
-			if err != nil {
-				return nil, err
-			}
-			if u := s.hubOf(cs); u != nil {
-				err = u.unsubscribe(ctx, s, cs, params.URI)
-			} else {
-				err = cs.Unsubscribe(ctx, params)
-			}
-			if err != nil {
-				return nil, passErrOnly(err)
-			}
-			return &emptyResult{}, nil
-		case "completion/complete":
-			params := req.GetParams().(*mcp.CompleteParams)
-			cs, err := s.completionOwner(ctx, params)
-			if err != nil {
-				return nil, err
-			}
-			return passErr(cs.Complete(ctx, params))
-		case "logging/setLevel":
-			// The SDK records the level for the session; every upstream
-			// that logs gets it too, and filters as it would direct.
-			res, err := next(ctx, method, req)
-			if err != nil {
-				return nil, err
-			}
-			params := req.GetParams().(*mcp.SetLoggingLevelParams)
-			for _, sl := range s.slots {
-				cs, err := sl.get(ctx)
-				if err != nil || stateless(cs) || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
-					// (2026-07-28 has no logging/setLevel: a level
-					// rides on each request, and ahead sends none.)
-					continue
-				}
-				if err := cs.SetLoggingLevel(ctx, params); err != nil {
-					return nil, passErrOnly(err)
-				}
-			}
-			return res, nil
+		return s.discover(ctx, res), nil
+	case "tools/list":
+		return s.listTools(ctx)
+	case "tools/call":
+		return s.callTool(ctx, req.GetParams().(*mcp.CallToolParamsRaw))
+	case "prompts/list":
+		return s.listPrompts(ctx)
+	case "prompts/get":
+		params := req.GetParams().(*mcp.GetPromptParams)
+		defer s.begin(ctx, params.GetProgressToken())()
+		cs, err := s.promptOwner(ctx, params.Name)
+		if err != nil {
+			return nil, err
 		}
-		return next(ctx, method, req)
+		return passErr(cs.GetPrompt(ctx, params))
+	case "resources/list":
+		return s.listResources(ctx)
+	case "resources/templates/list":
+		return s.listTemplates(ctx)
+	case "resources/read":
+		params := req.GetParams().(*mcp.ReadResourceParams)
+		defer s.begin(ctx, params.GetProgressToken())()
+		cs, err := s.resourceOwner(ctx, params.URI)
+		if err != nil {
+			return nil, err
+		}
+		return passErr(cs.ReadResource(ctx, params))
+	case "resources/subscribe":
+		params := req.GetParams().(*mcp.SubscribeParams)
+		cs, err := s.resourceOwner(ctx, params.URI)
+		if err != nil {
+			return nil, err
+		}
+		if u := s.hubOf(cs); u != nil {
+			err = u.subscribe(ctx, s, cs, params)
+		} else {
+			err = cs.Subscribe(ctx, params)
+		}
+		if err != nil {
+			return nil, passErrOnly(err)
+		}
+		return &emptyResult{}, nil
+	case "resources/unsubscribe":
+		params := req.GetParams().(*mcp.UnsubscribeParams)
+		cs, err := s.resourceOwner(ctx, params.URI)
+		if err != nil {
+			return nil, err
+		}
+		if u := s.hubOf(cs); u != nil {
+			err = u.unsubscribe(ctx, s, cs, params.URI)
+		} else {
+			err = cs.Unsubscribe(ctx, params)
+		}
+		if err != nil {
+			return nil, passErrOnly(err)
+		}
+		return &emptyResult{}, nil
+	case "completion/complete":
+		params := req.GetParams().(*mcp.CompleteParams)
+		cs, err := s.completionOwner(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		return passErr(cs.Complete(ctx, params))
+	case "logging/setLevel":
+		// The SDK records the level for the session; every upstream
+		// that logs gets it too, and filters as it would direct.
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return nil, err
+		}
+		params := req.GetParams().(*mcp.SetLoggingLevelParams)
+		for _, sl := range s.slots {
+			cs, err := sl.get(ctx)
+			if err != nil || stateless(cs) || !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Logging != nil }) {
+				// (2026-07-28 has no logging/setLevel: a level
+				// rides on each request, and ahead sends none.)
+				continue
+			}
+			if err := cs.SetLoggingLevel(ctx, params); err != nil {
+				return nil, passErrOnly(err)
+			}
+		}
+		return res, nil
 	}
+	return next(ctx, method, req)
 }
 
 // initialize connects the session's upstreams with the agent's
@@ -199,6 +245,7 @@ func hasCap(cs *mcp.ClientSession, f func(*mcp.ServerCapabilities) bool) bool {
 func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 	routes := make(map[string]route)
 	var tools, trusted []*mcp.Tool
+	var hints mcp.Cacheable // the upstreams' cache hints, merged
 	var errs []error
 	reached := 0
 	for _, sl := range s.slots {
@@ -207,12 +254,13 @@ func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 			errs = append(errs, err)
 			continue
 		}
+		listed, cache, err := allTools(ctx, cs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing tools of %q: %w", sl.up.Name, err))
+		}
+		mergeCache(&hints, reached == 0, cache)
 		reached++
-		for t, err := range cs.Tools(ctx, nil) {
-			if err != nil {
-				errs = append(errs, fmt.Errorf("listing tools of %q: %w", sl.up.Name, err))
-				break
-			}
+		for _, t := range listed {
 			name := sl.up.Prefix + t.Name
 			if _, dup := routes[name]; dup {
 				s.p.log.Warn("tool offered by two upstreams; the first is used (set a prefix)",
@@ -241,7 +289,30 @@ func (s *session) listTools(ctx context.Context) (*mcp.ListToolsResult, error) {
 	if tools == nil {
 		tools = []*mcp.Tool{}
 	}
-	return &mcp.ListToolsResult{Tools: tools}, nil
+	return &mcp.ListToolsResult{Tools: tools, Cacheable: hints}, nil
+}
+
+// allTools lists an upstream's tools, every page, with the cache hints of
+// the first (an older revision's upstream gives none: ttlMs 0, stale at
+// once).
+func allTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, mcp.Cacheable, error) {
+	var tools []*mcp.Tool
+	var cache mcp.Cacheable
+	params := &mcp.ListToolsParams{}
+	for first := true; ; first = false {
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return tools, cache, err
+		}
+		if first {
+			cache = res.Cacheable
+		}
+		tools = append(tools, res.Tools...)
+		if res.NextCursor == "" {
+			return tools, cache, nil
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
 }
 
 // toolRoute returns where a tool of the session goes, listing the tools
@@ -265,7 +336,7 @@ func (s *session) toolRoute(ctx context.Context, tool string) (route, error) {
 			return r, nil
 		}
 	}
-	if s.ss == nil {
+	if !s.client.Load() {
 		// No MCP client behind the session (the HTTP API), so nobody
 		// expects the upstream's own answer to a tool it lacks: a tool
 		// no listing names is unknown (404), unless another session's

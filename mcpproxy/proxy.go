@@ -79,7 +79,8 @@ type Proxy struct {
 	opts   Options
 	log    *slog.Logger
 	ups    []*upstream
-	server *mcp.Server
+	server *mcp.Server     // stdio, and the older revisions' sessions over HTTP
+	runs   *mcp.Server     // 2026-07-28 over HTTP: stateless (era.go)
 	ctx    context.Context // cancelled by Close; parent of upstream starts
 	cancel context.CancelFunc
 
@@ -90,6 +91,7 @@ type Proxy struct {
 	routes   map[string]route                // downstream tool name → upstream, all sessions
 	trusted  map[string]*mcp.ToolAnnotations // tools of trusted upstreams, by downstream name
 	follow   func(*policy.Policy)            // the engine's SetPolicy, when annotations are followed
+	linker   Linker                          // links a new-era call that names no run (SetLinker)
 	closed   bool
 
 	policyMu sync.Mutex // serialises policy updates, so the last one wins
@@ -185,28 +187,28 @@ func New(o *Options) (*Proxy, error) {
 		p.ups = append(p.ups, up)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: opts.Name, Version: opts.Version}
+	p.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger: discardLogger,
-		// ahead needs sessions (speculation is per session): offer only
-		// the protocol versions that have them, so newer clients fall
-		// back to the initialize handshake.
-		SupportedProtocolVersions: sessionProtocolVersions(),
-		RootsListChangedHandler:   p.rootsListChanged,
+		// Every revision: an older client initializes (and gets a
+		// session); a 2026-07-28 client over stdio discovers, its
+		// process being the run (era.go).
+		RootsListChangedHandler: p.rootsListChanged,
 		// Capabilities are the upstreams', set in the initialize result.
 		Capabilities: &mcp.ServerCapabilities{},
 	})
-	p.server.AddReceivingMiddleware(p.receive)
+	p.server.AddReceivingMiddleware(p.receive(false))
 	p.server.AddSendingMiddleware(sendRaw)
+	p.runs = mcp.NewServer(impl, &mcp.ServerOptions{
+		Logger:       discardLogger,
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	p.runs.AddReceivingMiddleware(p.receive(true))
+	p.runs.AddSendingMiddleware(sendRaw)
 	return p, nil
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
-
-// sessionProtocolVersions returns the SDK's protocol versions that use the
-// initialize handshake (and so have sessions).
-func sessionProtocolVersions() []string {
-	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
-}
 
 // Attach sets the engine tools/call goes through. It must be called once,
 // before serving: the engine needs the proxy's backends to be built. If the
@@ -270,8 +272,11 @@ func (p *Proxy) Serve(ctx context.Context, t mcp.Transport) error {
 }
 
 // Handler returns the streamable HTTP handler of the proxy (mount it at
-// /mcp). Sessions the handler closes (DELETE, idle timeout) are cleaned up
-// within ReapInterval.
+// /mcp). It serves every revision on one endpoint: a 2026-07-28 request
+// (its Mcp-Protocol-Version header) statelessly, in the run it names
+// (era.go); anything else with the older revisions' sessions, which the
+// handler closes on DELETE or after SessionTimeout idle and the proxy
+// cleans up within ReapInterval.
 func (p *Proxy) Handler() http.Handler {
 	p.mu.Lock()
 	start := p.eng != nil && !p.closed
@@ -279,9 +284,27 @@ func (p *Proxy) Handler() http.Handler {
 	if start {
 		p.wg.Go(p.reaper)
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server },
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server },
 		&mcp.StreamableHTTPOptions{Logger: discardLogger, SessionTimeout: p.opts.SessionTimeout,
 			MaxRequestBodyBytes: p.opts.MaxBodyBytes})
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.runs },
+		&mcp.StreamableHTTPOptions{Logger: discardLogger, Stateless: true, MaxRequestBodyBytes: p.opts.MaxBodyBytes})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if newEraHTTP(r) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+}
+
+// SetLinker lets a 2026-07-28 tools/call that names no run join the run of
+// the conversation whose model emitted it (see Linker). Call it before
+// serving; nil (the default) links nothing.
+func (p *Proxy) SetLinker(l Linker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.linker = l
 }
 
 // reaper ends the state of sessions the server no longer has.

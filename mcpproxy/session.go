@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,9 +19,12 @@ import (
 type session struct {
 	p     *Proxy
 	id    string
-	ss    *mcp.ServerSession // nil: no MCP client behind the session
+	ss    *mcp.ServerSession // nil: no MCP client session (another front, or a 2026-07-28 run)
 	slots []*slot            // one per upstream, in configuration order
 	used  time.Time          // the last call (proxy's own sessions); protected by p.mu
+	// client: an MCP client is behind the session (ss, or the requests of
+	// a 2026-07-28 run, each with its own SDK session: see runFor).
+	client atomic.Bool
 
 	mu        sync.Mutex // protects everything below
 	init      *mcp.InitializeParams
@@ -40,6 +44,7 @@ type downReq struct {
 
 func newSession(p *Proxy, id string, ss *mcp.ServerSession) *session {
 	s := &session{p: p, id: id, ss: ss}
+	s.client.Store(ss != nil)
 	for _, u := range p.ups {
 		s.slots = append(s.slots, &slot{s: s, up: u})
 	}
@@ -154,6 +159,12 @@ var errSpeculativeUserRequest = errors.New("ahead: a speculative call may not as
 func (s *session) newClient(sl *slot) *mcp.Client {
 	caps := s.mirroredCaps()
 	ss := s.ss
+	if ss == nil {
+		// Requests to the user go to the agent's session: a run without
+		// one (2026-07-28 over HTTP) has no channel for them on a
+		// connection that keeps sessions.
+		caps.RootsV2, caps.Sampling, caps.Elicitation = nil, nil, nil
+	}
 	opts := &mcp.ClientOptions{
 		Logger:       discardLogger,
 		Capabilities: caps,
@@ -182,12 +193,13 @@ func (s *session) newClient(sl *slot) *mcp.Client {
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
 			// The upstream request carries the agent's own progress
 			// token, so the notification goes back unchanged.
-			if ss == nil {
-				return
-			}
 			rctx, cancel := s.relate(ctx, req.Params.ProgressToken)
 			defer cancel()
-			if err := ss.NotifyProgress(rctx, req.Params); err != nil {
+			to := s.downstream(rctx)
+			if to == nil {
+				return
+			}
+			if err := to.NotifyProgress(rctx, req.Params); err != nil {
 				s.p.log.Debug("forwarding progress", "session", s.id, "err", err)
 			}
 		},
@@ -241,6 +253,17 @@ func (s *session) newClient(sl *slot) *mcp.Client {
 	})
 	c.AddSendingMiddleware(sendRaw)
 	return c
+}
+
+// downstream returns the SDK session a message about the downstream
+// request of ctx (see relate) goes back on: the agent's session or, in a
+// 2026-07-28 run, the request's own; nil if there is none.
+func (s *session) downstream(ctx context.Context) *mcp.ServerSession {
+	if s.ss != nil {
+		return s.ss
+	}
+	ss, _ := ctx.Value(downSessionKey{}).(*mcp.ServerSession)
+	return ss
 }
 
 // mirroredCaps are the agent's capabilities that ahead passes upstream

@@ -245,14 +245,18 @@ func (p *Proxy) newHubClient(h *slot) *mcp.Client {
 			u.mu.Lock()
 			r, ok := u.progress[key]
 			u.mu.Unlock()
-			if !ok || r.s.ss == nil {
+			if !ok {
 				return
 			}
 			params := *req.Params
 			params.ProgressToken = r.token
 			rctx, cancel := r.s.relate(ctx, r.token)
 			defer cancel()
-			if err := r.s.ss.NotifyProgress(rctx, &params); err != nil {
+			to := r.s.downstream(rctx)
+			if to == nil {
+				return
+			}
+			if err := to.NotifyProgress(rctx, &params); err != nil {
 				p.log.Debug("forwarding progress", "session", r.s.id, "err", err)
 			}
 		},

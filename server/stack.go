@@ -173,6 +173,11 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 		// link the gateway's sessions to the tool side's (gateway.Linker).
 		st.linker = gateway.NewLinker(0)
 		eo.Linker = st.linker
+		if st.mcp != nil {
+			// A 2026-07-28 call that names no run joins the run of
+			// the conversation whose model emitted it.
+			st.mcp.SetLinker(st.linker)
+		}
 	}
 	if st.fleet != nil {
 		eo.Fleet = st.fleet
