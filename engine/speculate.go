@@ -88,8 +88,8 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 		if !ok {
 			continue
 		}
-		if pol == pol0 && fps[i] != nil {
-			c.fp = fps[i]
+		if pol == pol0 && fps != nil && fps[i].ok {
+			c.fp = &fps[i].fp
 		}
 		if i, dup := byKey[c.key]; dup {
 			c.origins |= cands[i].origins
@@ -116,24 +116,34 @@ func (e *Engine) speculate(s *session, seq int, preds []predict.Prediction, pred
 }
 
 // footprints returns the footprint of each prediction's call under the
-// policy it returns, computed before the engine's lock is taken: resolving
-// paths may stat their folders (policy.PathSpace). Nil for a prediction it
-// cannot route or that has no arguments.
-func (e *Engine) footprints(preds []predict.Prediction) (*policy.Policy, []*policy.Footprint) {
+// policy it returns, where computing it may stat the paths' folders
+// (policy.PathSpace.Local): that is done before the engine's lock is
+// taken. The others are computed under the lock when offered, as cheap
+// as here; nil when no prediction needs it (one allocation at most: this
+// runs for every batch of predictions).
+func (e *Engine) footprints(preds []predict.Prediction) (*policy.Policy, []earlyFootprint) {
 	pol := e.policy.Load()
-	if pol == nil || len(preds) == 0 {
+	if pol == nil {
 		return pol, nil
 	}
-	fps := make([]*policy.Footprint, len(preds))
+	var fps []earlyFootprint
 	for i, p := range preds {
 		bname, _, ok := e.route(p.Tool)
-		if !ok || p.Args == nil {
+		if !ok || p.Args == nil || !e.spaces[bname].Local {
 			continue
 		}
-		fp := pol.Lookup(p.Tool).FootprintIn(p.Args, e.spaces[bname])
-		fps[i] = &fp
+		if fps == nil {
+			fps = make([]earlyFootprint, len(preds))
+		}
+		fps[i] = earlyFootprint{pol.Lookup(p.Tool).FootprintIn(p.Args, e.spaces[bname]), true}
 	}
 	return pol, fps
+}
+
+// earlyFootprint is a footprint computed before the lock (ok).
+type earlyFootprint struct {
+	fp policy.Footprint
+	ok bool
 }
 
 // candidateLocked checks a prediction against the policy and routing,
