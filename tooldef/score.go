@@ -241,7 +241,7 @@ func (s *session) values(t *tool, a *arg, latest int) []value {
 		if len(a.enum) > 0 {
 			for i, e := range a.enumText {
 				if at := wordIndex(m.lower, e); at >= 0 {
-					add(value{string(a.enum[i]), wEnum + role + wRecency*math.Log1p(float64(rank)) + near(lastWordBefore(m.text, at), t, a)})
+					add(value{string(a.enum[i]), wEnum + role + wRecency*math.Log1p(float64(rank)) + near(lastWordBefore(m.lower, at), t, a)})
 				}
 			}
 			rank++
