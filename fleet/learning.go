@@ -423,8 +423,10 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 	var evs []trace.Event
 	old := make(map[string]int) // session → its calls published up to since
 	rd := trace.NewReader(nil)
-	for seq := uint64(0); seq < st.LastSeq; {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(time.Second))
+	for seq := start - 1; seq < st.LastSeq; {
+		// No more than are left: a Fetch returns when its batch is full
+		// (or after its wait, when lines aged out meanwhile).
+		batch, err := cons.Fetch(int(min(1000, st.LastSeq-seq)), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("fleet: reading %s: %w", l.stream, err)
 		}
@@ -432,10 +434,14 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
-			if err != nil || md.Sequence.Stream > st.LastSeq {
+			if err != nil {
 				continue
 			}
+			// Lines published since the read began end it.
 			seq = md.Sequence.Stream
+			if seq > st.LastSeq {
+				continue
+			}
 			for ev, err := range rd.Read(m.Subject(), bytes.NewReader(m.Data())) {
 				if err != nil {
 					continue

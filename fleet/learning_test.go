@@ -1,0 +1,102 @@
+package fleet_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ahead-dev/ahead/fleet"
+	"github.com/ahead-dev/ahead/learn"
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// learners joins n replicas of one fleet (the first runs the server), each
+// with its part in the fleet's learning.
+func learners(t *testing.T, n int, opts *fleet.LearningOptions) []*fleet.Learning {
+	t.Helper()
+	var out []*fleet.Learning
+	url := ""
+	for i := range n {
+		o := &fleet.Options{Name: "lt", Replica: string(rune('a' + i)), URL: url}
+		if i == 0 {
+			o.Embedded = &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}
+		}
+		f, err := fleet.Join(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		url = f.URL()
+		l, err := f.Learning(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		out = append(out, l)
+	}
+	return out
+}
+
+// TestLease: one replica at a time holds the mining lease; the holder
+// renews it; a replica that does not hold it cannot share a pool.
+func TestLease(t *testing.T) {
+	ls := learners(t, 3, nil)
+	a, b, c := ls[0], ls[1], ls[2]
+	if !a.Lease(t.Context()) {
+		t.Fatal("A could not take the free lease")
+	}
+	if b.Lease(t.Context()) || c.Lease(t.Context()) {
+		t.Fatal("B or C took the lease A holds")
+	}
+	if !a.Lease(t.Context()) {
+		t.Fatal("A could not renew its lease")
+	}
+	if err := b.Share(t.Context(), learn.EmptyPool(), 0); !errors.Is(err, fleet.ErrNotMiner) {
+		t.Errorf("B shared a pool without the lease: %v, want ErrNotMiner", err)
+	}
+	if err := a.Share(t.Context(), learn.EmptyPool(), 0); err != nil {
+		t.Fatal(err)
+	}
+	pool, pi, err := c.Load(t.Context())
+	if err != nil || pool == nil || pi.Version != 1 || pi.Miner != "a" {
+		t.Errorf("C loaded %v, %+v, %v; want version 1 mined by a", pool, pi, err)
+	}
+}
+
+// TestLearningBounds: a line over MaxLine goes without its output, or not
+// at all; speculative and failed calls, and messages without
+// ShareConversation, are not published.
+func TestLearningBounds(t *testing.T) {
+	l := learners(t, 1, &fleet.LearningOptions{MaxLine: 1024})[0]
+	big := strings.Repeat("x", 2048)
+	for _, ev := range []trace.Event{
+		{Session: "s", Seq: 0, Tool: "read", Args: []byte(`{}`), Status: trace.StatusOK, Output: "small"},
+		{Session: "s", Seq: 1, Tool: "read", Args: []byte(`{}`), Status: trace.StatusOK, Output: big},         // trimmed
+		{Session: "s", Seq: 2, Tool: "read", Args: []byte(`{"a":"` + big + `"}`), Status: trace.StatusOK},     // dropped
+		{Kind: trace.KindSpeculative, Session: "s", Tool: "read", Args: []byte(`{}`), Status: trace.StatusOK}, // local
+		{Kind: trace.KindMessage, Session: "s", Role: trace.RoleUser, Content: "hello"},                       // local
+		{Kind: trace.KindEmitted, Session: "s", Seq: 3, Tool: "read", Args: []byte(`{}`)},                     // shared
+	} {
+		l.Record(ev)
+	}
+	sessions, fresh, mark, err := l.Recent(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := l.Stats()
+	if st.Published != 3 || st.Trimmed != 1 || st.Dropped != 1 {
+		t.Errorf("published %d, trimmed %d, dropped %d; want 3, 1, 1", st.Published, st.Trimmed, st.Dropped)
+	}
+	if len(sessions) != 1 || len(sessions[0].Events) != 2 || len(sessions[0].Messages) != 0 {
+		t.Fatalf("recent sessions %+v, want one with 2 calls and no message", sessions)
+	}
+	if got := sessions[0].Events[1].Output; got != "" {
+		t.Errorf("the large output came through (%d bytes)", len(got))
+	}
+	if fresh[0] != 0 || mark == 0 {
+		t.Errorf("fresh %v, mark %d: want every call fresh after 0", fresh, mark)
+	}
+	if _, fresh, _, err = l.Recent(t.Context(), mark); err != nil || fresh[0] != 2 {
+		t.Errorf("after the mark: fresh %v, %v; want none fresh (2)", fresh, err)
+	}
+}
