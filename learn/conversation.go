@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/ahead-dev/ahead/convo"
@@ -10,10 +11,12 @@ import (
 
 // relearnt is the conversation model a Learner serves beside its
 // patterns: relearning swaps it atomically, as it swaps the patterns
-// (issue 24 item 1). Before any model (no messages heard yet) it predicts
-// nothing.
+// (issue 24 item 1). Before any model (no messages heard yet), and for
+// the tools the model has not learnt, the built-in default speaks
+// (fresh, when set: issue 24 item 2).
 type relearnt struct {
-	cur atomic.Pointer[convo.Predictor]
+	cur   atomic.Pointer[convo.Predictor]
+	fresh *convo.Fresh
 }
 
 var (
@@ -22,30 +25,63 @@ var (
 	_ predict.Hearer    = (*relearnt)(nil)
 )
 
-func (r *relearnt) Observe(ev trace.Event) []predict.Prediction {
-	if p := r.cur.Load(); p != nil {
-		return p.Observe(ev)
+// join merges the model's predictions with the default's for the tools
+// the model has not learnt.
+func (r *relearnt) join(p *convo.Predictor, learnt, def []predict.Prediction) []predict.Prediction {
+	if p != nil && len(def) > 0 {
+		def = slices.DeleteFunc(def, func(d predict.Prediction) bool { return p.Knows(d.Tool) })
 	}
-	return nil
+	switch {
+	case len(def) == 0:
+		return learnt
+	case len(learnt) == 0:
+		return def
+	}
+	return predict.Merge(learnt, def)
+}
+
+func (r *relearnt) Observe(ev trace.Event) []predict.Prediction {
+	p := r.cur.Load()
+	var learnt, def []predict.Prediction
+	if p != nil {
+		learnt = p.Observe(ev)
+	}
+	if r.fresh != nil {
+		def = r.fresh.Observe(ev)
+	}
+	return r.join(p, learnt, def)
 }
 
 func (r *relearnt) Start(session string) []predict.Prediction {
-	if p := r.cur.Load(); p != nil {
-		return p.Start(session)
+	p := r.cur.Load()
+	var learnt, def []predict.Prediction
+	if p != nil {
+		learnt = p.Start(session)
 	}
-	return nil
+	if r.fresh != nil {
+		def = r.fresh.Start(session)
+	}
+	return r.join(p, learnt, def)
 }
 
 func (r *relearnt) Hear(msg trace.Event) []predict.Prediction {
-	if p := r.cur.Load(); p != nil {
-		return p.Hear(msg)
+	p := r.cur.Load()
+	var learnt, def []predict.Prediction
+	if p != nil {
+		learnt = p.Hear(msg)
 	}
-	return nil
+	if r.fresh != nil {
+		def = r.fresh.Hear(msg)
+	}
+	return r.join(p, learnt, def)
 }
 
 func (r *relearnt) Forget(session string) {
 	if p := r.cur.Load(); p != nil {
 		p.Forget(session)
+	}
+	if r.fresh != nil {
+		r.fresh.Forget(session)
 	}
 }
 
@@ -60,4 +96,13 @@ func replay(p *convo.Predictor, log []trace.Event) {
 			p.Observe(ev)
 		}
 	}
+}
+
+// SessionBytes is what the default keeps for a session (the model's
+// window is bounded by its MaxBytes, as before the default).
+func (r *relearnt) SessionBytes(session string) int64 {
+	if r.fresh == nil {
+		return 0
+	}
+	return r.fresh.SessionBytes(session)
 }

@@ -48,6 +48,11 @@ type LearnerOptions struct {
 	// carry live sessions over to a new pool), and shares the pool;
 	// Adopt serves the pools the others share.
 	Fleet Fleet
+	// Default is the built-in default that predicts from the conversation
+	// before a model is learnt and for the tools it has not learnt (nil:
+	// convo.Builtin()); NoDefault leaves it out.
+	Default   *convo.Default
+	NoDefault bool
 }
 
 // Learner is an Online predictor that also finds new patterns. Online
@@ -131,6 +136,9 @@ func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
 	}
 	if conv != nil {
 		l.conv.cur.Store(conv)
+	}
+	if !l.opts.NoDefault {
+		l.conv.fresh = convo.NewFresh(l.opts.Default, &convo.Options{MaxSessions: l.opts.Online.MaxSessions})
 	}
 	return l, nil
 }

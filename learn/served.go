@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/tooldef"
@@ -52,6 +53,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Fleet, with Learn, learns with a fleet (LearnerOptions.Fleet).
 	Fleet Fleet
+	// Default is the built-in default that predicts from the conversation
+	// where the pool's model has learnt nothing (no model, or a tool it
+	// has not seen); nil means convo.Builtin(). NoDefault leaves it out.
+	Default   *convo.Default
+	NoDefault bool
 }
 
 // Predictor is a pool in use: its patterns (an online predictor, or a
@@ -128,7 +134,8 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 	p := &Predictor{stop: func() {}, every: o.RelearnEvery}
 	var part predict.Predictor
 	if o.Learn {
-		l, err := NewLearner(pool, &LearnerOptions{Online: o.Online, MaxCalls: o.MaxCalls, MaxBytes: o.MaxBytes, Recorded: o.Recorded, Logger: log, Fleet: o.Fleet})
+		l, err := NewLearner(pool, &LearnerOptions{Online: o.Online, MaxCalls: o.MaxCalls, MaxBytes: o.MaxBytes, Recorded: o.Recorded, Logger: log, Fleet: o.Fleet,
+			Default: o.Default, NoDefault: o.NoDefault})
 		if err != nil {
 			return nil, err
 		}
@@ -153,10 +160,18 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 		if err != nil {
 			return nil, err
 		}
-		if conv != nil {
-			p.joined = predict.Join(part, conv, defs)
-		} else {
+		r := &relearnt{}
+		if !o.NoDefault {
+			r.fresh = convo.NewFresh(o.Default, &convo.Options{MaxSessions: o.Online.MaxSessions})
+		}
+		switch {
+		case conv == nil && r.fresh == nil:
 			p.joined = predict.Join(part, defs)
+		case r.fresh == nil:
+			p.joined = predict.Join(part, conv, defs)
+		default:
+			r.cur.Store(conv)
+			p.joined = predict.Join(part, r, defs)
 		}
 	}
 	if o.Learn && o.Checkpoint != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 
+	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/evaluate"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/pattern"
@@ -30,6 +31,17 @@ that step. The same metrics are computed for the reference n-gram predictor
 split on the other part of the same traces, or else on the evaluated traces
 themselves (in-sample, reported as such).
 
+Without --patterns, what a fresh install predicts is measured: no pool, the
+built-in default (domain-free weights that read the values of the tools it
+has seen called from the conversation), learning as it goes. This is how
+another domain measures its first days:
+
+  ahead eval --relearn-every 5 --predictions P.jsonl TRACE-conv.jsonl.gz
+
+--default FILE replaces the built-in default with one fitted by ahead mine
+--default (a default fitted without the evaluated domain: the cross-domain
+figure); --no-default leaves it out.
+
 With --relearn-every N, the predictor also mines the calls it has seen every
 N sessions and adds the patterns the pool lacks, as a running ahead does at
 its checkpoints: the figure for a domain the pool was not mined on.
@@ -39,10 +51,12 @@ the full level) are also scored apart, ranked among the predictions of such
 tools alone: the guesses that can save time, as the engine would run them.`
 
 func runEval(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "eval", "eval --patterns pool.json [flags] TRACE...", evalHelp)
+	fs := newFlagSet(e, "eval", "eval [--patterns pool.json] [flags] TRACE...", evalHelp)
 	var tf traceFlags
 	tf.register(fs)
-	poolPath := fs.String("patterns", "", "pool file from ahead mine (required)")
+	poolPath := fs.String("patterns", "", "pool file from ahead mine (none: a fresh install, the built-in default)")
+	defPath := fs.String("default", "", "built-in default `file` from ahead mine --default, in place of the one in the binary")
+	noDefault := fs.Bool("no-default", false, "leave the built-in default out")
 	predOut := fs.String("predictions", "", "write each call's ranked predictions to this JSONL file")
 	asJSON := fs.Bool("json", false, "print the metrics as JSON")
 	learnOnline := fs.Bool("learn", false, "let the predictor learn online from the evaluated traces as it goes (as a running ahead does)")
@@ -53,9 +67,6 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	policyPath := fs.String("policy", "", "speculation policy YAML `file`: also score the calls it lets ahead run")
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if *poolPath == "" {
-		return usageErr("--patterns pool.json is required")
 	}
 	if fs.NArg() == 0 {
 		return usageErr("no trace files given")
@@ -70,9 +81,19 @@ func runEval(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	pool, err := pattern.Load(*poolPath)
-	if err != nil {
-		return err
+	pool := learn.EmptyPool()
+	if *poolPath != "" {
+		var err error
+		if pool, err = pattern.Load(*poolPath); err != nil {
+			return err
+		}
+	}
+	var def *convo.Default
+	if *defPath != "" {
+		var err error
+		if def, err = convo.LoadDefault(*defPath); err != nil {
+			return err
+		}
 	}
 	sessions, _, err := tf.load(e, fs.Args())
 	if err != nil {
@@ -96,7 +117,7 @@ func runEval(ctx context.Context, e *env, args []string) error {
 	ngram := predict.NewNGram(*ngramN)
 	ngram.Train(baseTrain)
 	online, err := learn.New(pool, &learn.Options{Online: pattern.OnlineOptions{Frozen: !*learnOnline},
-		Learn: *relearnEvery > 0, RelearnEvery: *relearnEvery})
+		Learn: *relearnEvery > 0, RelearnEvery: *relearnEvery, Default: def, NoDefault: *noDefault})
 	if err != nil {
 		return err
 	}

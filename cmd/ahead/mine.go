@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/ahead-dev/ahead/convo"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
@@ -22,7 +23,12 @@ To hold out a test part disjoint by task, give the sessions file and the
 field to split on; eval takes the same flags with --part test:
 
   ahead mine --sessions S.sessions.jsonl --split-by task_id --part train -o pool.json T.jsonl.gz
-  ahead eval --sessions S.sessions.jsonl --split-by task_id --part test --patterns pool.json T.jsonl.gz`
+  ahead eval --sessions S.sessions.jsonl --split-by task_id --part test --patterns pool.json T.jsonl.gz
+
+With --default, fit the built-in default instead (domain-free weights, no
+tool name, no value; what ahead predicts the conversation with where it has
+learnt nothing yet) from traces with a conversation, and write it to -o:
+eval --default FILE measures it, go generate ./convo embeds it.`
 
 func runMine(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "mine", "mine [flags] -o pool.json TRACE...", mineHelp)
@@ -35,6 +41,7 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	maxCands := fs.Int("max-candidates", 8, "list elements a list pattern predicts (1..64)")
 	keepValues := fs.Bool("keep-values", false, "keep as constants strings with a digit, '@', '#' or a capital letter (ids, names, e-mail addresses the users said); recorded in the pool. Default: none are kept")
 	horizon := fs.Int("horizon", 8, fmt.Sprintf("calls after a context within which a candidate counts as called soon (1..%d)", pattern.MaxHorizon))
+	fitDefault := fs.Bool("default", false, "fit the built-in default (weights across tools, no names) from the traces' calls and messages and write it to -o instead of a pool")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -66,6 +73,9 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	}
 	if len(sessions) == 0 {
 		return errors.New("no sessions to mine (check the trace files and --part)")
+	}
+	if *fitDefault {
+		return writeDefault(e, sessions, *out, start)
 	}
 	opts := &mine.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon, KeepValues: *keepValues}
 	m := progress.New(e.stderr, "ahead mine", &progress.Options{Terminal: e.isTerminal})
@@ -101,4 +111,18 @@ func writeMineSummary(w io.Writer, pool *pattern.Pool, stats trace.Stats, sessio
 	if stats.Bad > 0 || stats.Torn > 0 {
 		fmt.Fprintf(w, "skipped %d malformed and %d torn lines\n", stats.Bad, stats.Torn)
 	}
+}
+
+// writeDefault fits the built-in default on sessions and writes it to out.
+func writeDefault(e *env, sessions []trace.Session, out string, start time.Time) error {
+	d, err := convo.FitDefault(sessions, nil)
+	if err != nil {
+		return err
+	}
+	if err := d.Save(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "fitted the default on %s, %s of %s in %.1fs → %s\n",
+		plural(d.Sessions, "session"), plural(d.Calls, "call"), plural(d.Tools, "tool"), time.Since(start).Seconds(), out)
+	return nil
 }
