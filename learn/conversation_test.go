@@ -14,9 +14,11 @@ import (
 // conversation model is swapped in beside the patterns: a new session's
 // first call, whose argument only the user said, is then predicted; the
 // session in progress keeps what it heard before the swap; and the pool
-// saved carries the model, without the values heard.
+// saved carries the model, without the values heard. (Without the
+// built-in default, which predicts the order id before any relearning:
+// TestLearnerDefault.)
 func TestLearnerRelearnsConversation(t *testing.T) {
-	p, err := New(EmptyPool(), &Options{Learn: true})
+	p, err := New(EmptyPool(), &Options{Learn: true, NoDefault: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +76,23 @@ func TestLearnerRelearnsConversation(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLearnerDefault is issue 24 item 2: from an empty pool, before any
+// relearning, the built-in default reads the argument of a tool seen
+// called once from what the user of the next session says.
+func TestLearnerDefault(t *testing.T) {
+	p, err := New(EmptyPool(), &Options{Learn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Hear(trace.Event{Kind: trace.KindMessage, Session: "s1", Role: trace.RoleUser, Content: "hello, please look up my order W1234567 thanks"})
+	p.Observe(trace.Event{Session: "s1", Seq: 0, Tool: "get_order", Args: json.RawMessage(`{"order_id":"W1234567"}`), Status: trace.StatusOK})
+	p.Forget("s1")
+	preds := p.Hear(trace.Event{Kind: trace.KindMessage, Session: "s2", Role: trace.RoleUser, Content: "hi, where is my order W7654321 please"})
+	if len(preds) == 0 || preds[0].Tool != "get_order" || string(preds[0].Args) != `{"order_id":"W7654321"}` {
+		t.Errorf("the second session's first call predicted %v, want get_order with the order id its user said", preds)
 	}
 }
