@@ -12,7 +12,9 @@
 // order things became known (trace.Known): a predictor that listens
 // (predict.Hearer) hears each message then, never the text of the model
 // turn whose calls it predicts; the ranked list for a call merges
-// (predict.Merge) what was predicted since the call before it.
+// (predict.Merge) what was predicted since the call before it. A
+// predictor that reads tool definitions (predict.Declarer) is given the
+// session's declared tools (trace.KindTools lines) at their seq.
 //
 // Calibration checks that P means what it says: the predictions made when
 // each step's think window opens are binned by P, and each bin's share of
@@ -86,10 +88,23 @@ func run(ctx context.Context, sessions []trace.Session, order func(trace.Session
 		// Before the first call: the session start's predictions.
 		preds, base := start(p, s.ID), start(baseline, s.ID)
 		hearer, _ := p.(predict.Hearer)
+		// The tools declared to the session (trace.KindTools lines), to a
+		// predictor that reads them, when they were declared: before the
+		// messages and the call of their seq.
+		declarer, _ := p.(predict.Declarer)
+		ti := 0
+		declare := func(seq int) {
+			for ; declarer != nil && ti < len(s.Tools) && s.Tools[ti].Seq <= seq; ti++ {
+				if d := declarer.Declare(s.Tools[ti]); len(d) > 0 {
+					preds = predict.Merge(preds, d)
+				}
+			}
+		}
 		steps := stepKeys(s)
 		ci := 0
 		heardStep := 0 // the largest step of an assistant message heard
 		for ev := range order(s) {
+			declare(ev.Seq)
 			if ev.IsMessage() {
 				if ev.Role == trace.RoleAssistant {
 					heardStep = max(heardStep, ev.Step)

@@ -22,10 +22,15 @@ type Session struct {
 	// Messages are the session's message lines in the order they were
 	// written; each one's Seq is the number of calls before it.
 	Messages []Event
+	// Tools are the session's lines of declared tools (KindTools), in
+	// the order they were written; each one's Seq is the number of calls
+	// before it.
+	Tools []Event
 }
 
 // Collect groups a stream of events into sessions (calls in Events,
-// messages in Messages, lines of other kinds dropped), in order of first
+// messages in Messages, declared tools in Tools, lines of other kinds
+// dropped), in order of first
 // appearance; each session's events are sorted by Seq (stably, so repeated
 // seqs keep their file order). Events of a session may be interleaved with
 // others', as a Writer serving concurrent sessions writes them. It stops at
@@ -48,12 +53,15 @@ func Collect(events iter.Seq2[Event, error]) ([]Session, error) {
 			out[i].Events = append(out[i].Events, ev)
 		case ev.IsMessage():
 			out[i].Messages = append(out[i].Messages, ev)
+		case ev.Kind == KindTools:
+			out[i].Tools = append(out[i].Tools, ev)
 		}
 	}
 	for i := range out {
 		bySeq := func(a, b Event) int { return a.Seq - b.Seq }
 		slices.SortStableFunc(out[i].Events, bySeq)
 		slices.SortStableFunc(out[i].Messages, bySeq)
+		slices.SortStableFunc(out[i].Tools, bySeq)
 	}
 	return out, nil
 }

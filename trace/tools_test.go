@@ -48,8 +48,8 @@ func TestToolsLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, m := len(sessions[0].Events), len(sessions[0].Messages); n != 1 || m != 0 {
-		t.Errorf("Collect kept %d calls and %d messages, want 1 and 0", n, m)
+	if n, m, d := len(sessions[0].Events), len(sessions[0].Messages), len(sessions[0].Tools); n != 1 || m != 0 || d != 2 || sessions[0].Tools[1].Seq != 1 {
+		t.Errorf("Collect kept %d calls, %d messages and %d lines of tools, want 1, 0 and 2", n, m, d)
 	}
 	for _, tc := range []struct{ line, field string }{
 		{`{"kind":"tools","session":"s","seq":0}`, "tools"},
