@@ -35,7 +35,7 @@ func startEmbedded(e *Embedded, name string) (*server.Server, error) {
 		maxStore = 1 << 30
 	}
 	if maxMem <= 0 {
-		maxMem = 64 << 20
+		maxMem = 256 << 20
 	}
 	srv, err := server.NewServer(&server.Options{
 		ServerName:         "ahead-" + name,
