@@ -41,14 +41,23 @@ func BenchmarkAddedLatencyStdio(b *testing.B) {
 	measure(b, direct, via, "test_simple_text")
 }
 
-func BenchmarkAddedLatencyHTTP(b *testing.B) {
+func BenchmarkAddedLatencyHTTP(b *testing.B) { benchHTTP(b, false) }
+
+// BenchmarkAddedLatencyHTTPStateless: the upstream speaks 2026-07-28
+// (stateless streamable HTTP, the client direct speaks it too), so ahead
+// reaches it through its one shared connection, each call carrying the
+// agent's identity and capabilities (issue 26).
+func BenchmarkAddedLatencyHTTPStateless(b *testing.B) { benchHTTP(b, true) }
+
+func benchHTTP(b *testing.B, stateless bool) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, a struct {
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 	})
-	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler), Stateless: stateless}))
 	// Closed after the clients (cleanups run last first): a server waits
 	// for its open streams.
 	b.Cleanup(upSrv.Close)
@@ -57,8 +66,15 @@ func BenchmarkAddedLatencyHTTP(b *testing.B) {
 	x := benchProxy(b, up)
 	viaSrv := httptest.NewServer(x.Handler())
 	b.Cleanup(viaSrv.Close)
-	direct := benchClient(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: upSrv.URL} })
+	version := agentProtocol
+	if stateless {
+		version = revisionStateless
+	}
+	direct := benchClientAt(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: upSrv.URL} }, version)
 	via := benchClient(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: viaSrv.URL} })
+	if got := x.Upstreams()[0]; got.Shared != stateless {
+		b.Fatalf("upstream %+v, want shared %v", got, stateless)
+	}
 	measure(b, direct, via, "echo")
 }
 
@@ -104,8 +120,12 @@ func stdioProxy(b *testing.B, up Upstream) mcp.Transport {
 }
 
 func benchClient(b *testing.B, t func() mcp.Transport) *mcp.ClientSession {
+	return benchClientAt(b, t, agentProtocol)
+}
+
+func benchClientAt(b *testing.B, t func() mcp.Transport, version string) *mcp.ClientSession {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)}).
-		Connect(context.Background(), t(), &mcp.ClientSessionOptions{ProtocolVersion: agentProtocol})
+		Connect(context.Background(), t(), &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,13 +135,15 @@ func benchClient(b *testing.B, t func() mcp.Transport) *mcp.ClientSession {
 
 func measure(b *testing.B, direct, via *mcp.ClientSession, tool string) {
 	ctx := context.Background()
-	params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hello"}}
 	one := func(cs *mcp.ClientSession) time.Duration {
+		// Params of their own for each call: a 2026-07-28 client adds its
+		// protocol version to the _meta of the params it is given.
+		params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hello"}}
 		t0 := time.Now()
 		res, err := cs.CallTool(ctx, params)
 		d := time.Since(t0)
 		if err != nil || res.IsError {
-			b.Fatalf("calling %s: %v %v", tool, err, res)
+			b.Fatalf("calling %s (%s): %v %v", tool, cs.InitializeResult().ProtocolVersion, err, res)
 		}
 		return d
 	}

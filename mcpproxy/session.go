@@ -32,6 +32,7 @@ type session struct {
 	prompts   map[string]*upstream // prompt name → upstream
 	resources map[string]*upstream // resource URI → upstream
 	inflight  []*downReq           // downstream requests being served, oldest first
+	hubMeta   mcp.Meta             // the agent's identity and capabilities, for calls on hubs (requestMeta)
 }
 
 // downReq is a downstream request in flight. Its context carries the

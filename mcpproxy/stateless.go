@@ -281,8 +281,21 @@ func (s *session) requestMeta(meta mcp.Meta) mcp.Meta {
 	if out == nil {
 		out = make(mcp.Meta)
 	}
-	out[mcp.MetaKeyClientInfo] = &mcp.Implementation{Name: s.clientName(), Version: s.clientVersion()}
-	out[mcp.MetaKeyClientCapabilities] = capabilitiesMeta(s.mirroredCaps())
+	// Computed on the first call (after initialize, which fixes them);
+	// the SDK only reads the values.
+	s.mu.Lock()
+	add := s.hubMeta
+	s.mu.Unlock()
+	if add == nil {
+		add = mcp.Meta{
+			mcp.MetaKeyClientInfo:         &mcp.Implementation{Name: s.clientName(), Version: s.clientVersion()},
+			mcp.MetaKeyClientCapabilities: capabilitiesMeta(s.mirroredCaps()),
+		}
+		s.mu.Lock()
+		s.hubMeta = add
+		s.mu.Unlock()
+	}
+	maps.Copy(out, add)
 	return out
 }
 
