@@ -491,12 +491,12 @@ func (f *Fleet) ensureStream(ctx context.Context) error {
 		// nothing needs the announcements a server restart loses; and
 		// on loopback a file-backed publish's p99 was 6-30 ms against
 		// 0.3-0.5 ms in memory (BenchmarkAnnouncedWrite, README).
-		Storage:     jetstream.MemoryStorage,
-		MaxBytes:    f.opts.MaxBytes,
-		MaxAge:      f.opts.MaxAge,
-		MaxMsgSize:  maxMsgSize,
-		MaxMsgs:     -1,
-		Replicas:    1,
+		Storage:    jetstream.MemoryStorage,
+		MaxBytes:   f.opts.MaxBytes,
+		MaxAge:     f.opts.MaxAge,
+		MaxMsgSize: maxMsgSize,
+		MaxMsgs:    -1,
+		Replicas:   1,
 	})
 	if err != nil {
 		return fmt.Errorf("fleet: creating stream %s: %w", f.stream, err)
