@@ -82,6 +82,9 @@ type Options struct {
 	// Upstreams, if set, returns the MCP upstreams' state for /v1/stats;
 	// nil means ahead fronts none.
 	Upstreams func() []UpstreamStats
+	// Answers, if set, returns the bytes held for answers for /v1/stats
+	// (ahead serve's); nil: none are shown.
+	Answers func() *AnswerStats
 }
 
 // Handler is the HTTP API of an engine. Create it with New.

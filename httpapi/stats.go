@@ -47,6 +47,8 @@ type Stats struct {
 	// Upstreams are the MCP upstreams ahead fronts, in configuration
 	// order: the revision each is reached with, and how.
 	Upstreams []UpstreamStats `json:"mcp_upstreams,omitempty"`
+	// Answers is what ahead serve holds for answers; nil elsewhere.
+	Answers *AnswerStats `json:"answers,omitempty"`
 }
 
 // UpstreamStats is one MCP upstream's state (package mcpproxy).
@@ -60,6 +62,15 @@ type UpstreamStats struct {
 	Shared bool `json:"shared"`
 	// Connections counts the connections made to it, restarts included.
 	Connections int64 `json:"connections"`
+}
+
+// AnswerStats is ahead serve's budget of bytes held for answers
+// (max_answer_bytes): the tool outputs being read for HTTP requests and
+// the answers being written to clients, all together.
+type AnswerStats struct {
+	Bytes  int64 `json:"bytes"`  // held now
+	Budget int64 `json:"budget"` // max_answer_bytes
+	Cut    int64 `json:"cut"`    // answers cut so far: their clients took their bytes the least recently when over the budget
 }
 
 // FleetStats is a fleet replica's state (package fleet): whether fences can
@@ -192,6 +203,9 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.opts.Upstreams != nil {
 		st.Upstreams = h.opts.Upstreams()
+	}
+	if h.opts.Answers != nil {
+		st.Answers = h.opts.Answers()
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -1,21 +1,40 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/httpapi"
 )
 
-// Answer bytes in flight (issue 23). An answer a handler writes stays in
-// memory until the client has taken it: 40 clients that asked for 8 MiB
-// answers and read nothing held 1 GiB until the write timeout. answers
-// bounds those bytes, all connections together: a write that brings the
-// total over the budget cuts the writes whose client took bytes the least
+// Bytes held for answers (issue 23), all connections together: the tool
+// outputs being read for the calls of HTTP requests and the answers being
+// written to clients, within one budget (max_answer_bytes).
+//
+// Answers: an answer a handler writes stays in memory until the client has
+// taken it: 40 clients that asked for 8 MiB answers and read nothing held
+// 1 GiB until the write timeout. A write that brings the answers' total
+// over the budget cuts the writes whose client took bytes the least
 // recently (a write waiting longest on its client), so a slow reader gives
 // way to the others, and an answer larger than the whole budget is still
 // written when it is alone.
+//
+// Outputs: with slots unset, calls in flight are not limited, and each
+// held up to its backend's max_response_bytes while its output was read
+// and answered (40 clients calling a tool of 8 MiB outputs at once took
+// RSS to 862 MiB). A request's hold (backend.Budget, in its context)
+// counts its call's output as the backend reads it; a read that would
+// bring the total over the budget waits (the tool's connection is not
+// read meanwhile, nothing is lost) until answers end, or cuts a write
+// whose client has taken nothing for silentGrace. When no answer is being
+// written, the oldest read goes on regardless, so reads alone cannot
+// deadlock: the total exceeds the budget by at most one output. When the
+// call's answer is written, the hold's bytes become the answer's.
 //
 // Writes of at most answerSmall bytes are not counted: they fit the
 // server's own per-connection buffer, which the connection holds anyway.
@@ -31,18 +50,135 @@ const answerSmall = 4 << 10
 // errAnswerCut is the write error of an answer cut for the budget.
 var errAnswerCut = errors.New("server: answer cut: answer bytes in flight over max_answer_bytes, and this client took its bytes the least recently")
 
-// answers is the budget of answer bytes being written to clients.
+// answers is the budget of bytes held for answers.
 type answers struct {
 	budget int64
-	cuts   atomic.Int64 // answers cut, for the log and tests
+	cuts   atomic.Int64 // answers cut, for the log, /v1/stats and tests
 
-	mu      sync.Mutex // protects held, flights and every flight's fields
-	held    int64
+	mu      sync.Mutex // protects everything below and every flight's and hold's fields
+	held    int64      // bytes of the answers being written
+	outputs int64      // bytes of the outputs being read
 	flights map[*flight]struct{}
+	holds   map[*hold]struct{} // the holds reading an output
+	seq     uint64             // orders holds by their first read
+	changed chan struct{}      // closed when bytes are released, if a read waits
 }
 
 func newAnswers(budget int64) *answers {
-	return &answers{budget: budget, flights: make(map[*flight]struct{})}
+	return &answers{budget: budget, flights: make(map[*flight]struct{}), holds: make(map[*hold]struct{})}
+}
+
+// A hold counts the output of one request's call as it is read
+// (backend.Budget), until its answer is written or the request ends.
+type hold struct {
+	a   *answers
+	n   int64  // bytes counted
+	seq uint64 // when it started reading; 0 before
+}
+
+var _ backend.Budget = (*hold)(nil)
+
+// newHold returns a hold for one request; end it when the request ends.
+func (a *answers) newHold() *hold { return &hold{a: a} }
+
+// Grow counts n more bytes of h's output, waiting while they would bring
+// the total over the budget (see above).
+func (h *hold) Grow(ctx context.Context, n int64) error {
+	a := h.a
+	a.mu.Lock()
+	if h.seq == 0 {
+		a.seq++
+		h.seq = a.seq
+		a.holds[h] = struct{}{}
+	}
+	for {
+		if a.held+a.outputs+n <= a.budget || (len(a.flights) == 0 && a.oldestReadLocked() == h) {
+			h.n += n
+			a.outputs += n
+			a.mu.Unlock()
+			return nil
+		}
+		// A client that has taken nothing of its answer for silentGrace
+		// gives way; otherwise wait for bytes to be released, or for
+		// the slowest client to pass its grace.
+		slowest := a.slowestLocked(nil)
+		var retry <-chan time.Time
+		var t *time.Timer
+		if slowest != nil {
+			wait := silentGrace - time.Since(slowest.waiting)
+			if wait <= 0 {
+				a.cutLocked(slowest)
+				continue
+			}
+			t = time.NewTimer(wait)
+			retry = t.C
+		}
+		if a.changed == nil {
+			a.changed = make(chan struct{})
+		}
+		changed := a.changed
+		a.mu.Unlock()
+		var err error
+		select {
+		case <-changed:
+		case <-retry:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if err != nil {
+			return err
+		}
+		a.mu.Lock()
+	}
+}
+
+// oldestReadLocked is the hold that started reading first among those
+// still reading.
+func (a *answers) oldestReadLocked() *hold {
+	var o *hold
+	for h := range a.holds {
+		if o == nil || h.seq < o.seq {
+			o = h
+		}
+	}
+	return o
+}
+
+// releasedLocked wakes the reads waiting for bytes.
+func (a *answers) releasedLocked() {
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
+}
+
+// end uncounts what h still holds: the request ended.
+func (h *hold) end() {
+	a := h.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h.dropLocked()
+}
+
+func (h *hold) dropLocked() {
+	a := h.a
+	delete(a.holds, h)
+	if h.n > 0 {
+		a.outputs -= h.n
+		h.n = 0
+		a.releasedLocked()
+	}
+}
+
+// stats is what /v1/stats shows of the budget: every byte counted,
+// outputs being read and answers being written.
+func (a *answers) stats() *httpapi.AnswerStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return &httpapi.AnswerStats{Bytes: a.held + a.outputs, Budget: a.budget, Cut: a.cuts.Load()}
 }
 
 // A flight is one counted write in progress.
@@ -54,20 +190,20 @@ type flight struct {
 }
 
 // begin counts a write of n bytes to the connection behind rc, cutting
-// other writes while the total is over the budget.
-func (a *answers) begin(n int64, rc *http.ResponseController) *flight {
+// other writes while the answers' total is over the budget. What h (nil:
+// none) counted of the output this answer carries is released: the answer
+// counts it now.
+func (a *answers) begin(n int64, rc *http.ResponseController, h *hold) *flight {
 	f := &flight{n: n, rc: rc, waiting: time.Now()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if h != nil {
+		h.dropLocked()
+	}
 	a.flights[f] = struct{}{}
 	a.held += n
 	for a.held > a.budget {
-		var slowest *flight
-		for g := range a.flights {
-			if g != f && (slowest == nil || g.waiting.Before(slowest.waiting)) {
-				slowest = g
-			}
-		}
+		slowest := a.slowestLocked(f)
 		if slowest == nil {
 			break // alone: an answer larger than the budget still goes
 		}
@@ -76,11 +212,24 @@ func (a *answers) begin(n int64, rc *http.ResponseController) *flight {
 	return f
 }
 
+// slowestLocked is the write, other than but, that has waited longest on
+// its client; nil if none.
+func (a *answers) slowestLocked(but *flight) *flight {
+	var slowest *flight
+	for g := range a.flights {
+		if g != but && (slowest == nil || g.waiting.Before(slowest.waiting)) {
+			slowest = g
+		}
+	}
+	return slowest
+}
+
 func (a *answers) cutLocked(f *flight) {
 	f.cut = true
 	delete(a.flights, f)
 	a.held -= f.n
 	a.cuts.Add(1)
+	a.releasedLocked()
 	// A deadline in the past ends the write that is waiting now; the
 	// flight's next piece sees cut.
 	_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
@@ -151,6 +300,7 @@ func (a *answers) end(f *flight) {
 	if !f.cut {
 		delete(a.flights, f)
 		a.held -= f.n
+		a.releasedLocked()
 	}
 }
 

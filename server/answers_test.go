@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -94,4 +96,96 @@ func waitHeld(t *testing.T, a *answers, n int64) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// Issue 23: tool outputs being read count in the budget with the answers.
+// A read that would bring the total over it waits until bytes are
+// released; when no answer is being written, the oldest read goes on
+// (reads alone cannot deadlock); a write whose client has taken nothing
+// for silentGrace is cut for a waiting read; an answer takes over the
+// bytes its request's output held.
+func TestOutputsWithinBudget(t *testing.T) {
+	const k = 1 << 10
+	grow := func(h *hold, n int64) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- h.Grow(context.Background(), n) }() // owned: its result is received by the test
+		return done
+	}
+	// ready tells, once every goroutine of the bubble is blocked, whether
+	// a Grow returned.
+	ready := func(done <-chan error) bool {
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Grow: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	}
+	t.Run("reads wait, the oldest goes on", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAnswers(1000 * k)
+			first, second := a.newHold(), a.newHold()
+			if !ready(grow(first, 800*k)) {
+				t.Fatal("a read within the budget waited")
+			}
+			synctest.Wait()
+			waiting := grow(second, 400*k)
+			synctest.Wait()
+			if ready(waiting) {
+				t.Fatal("a read over the budget went on while an older one reads")
+			}
+			if !ready(grow(first, 800*k)) {
+				t.Fatal("the oldest read waited with no answer being written: reads alone would deadlock")
+			}
+			first.end()
+			synctest.Wait()
+			if !ready(waiting) {
+				t.Fatal("a waiting read did not go on once bytes were released")
+			}
+			if got := a.stats().Bytes; got != 400*k {
+				t.Errorf("%d bytes counted, want %d", got, 400*k)
+			}
+			second.end()
+			if got := a.stats().Bytes; got != 0 {
+				t.Errorf("%d bytes counted after both requests ended, want 0", got)
+			}
+		})
+	})
+	t.Run("a stalled answer gives way", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAnswers(1000 * k)
+			rc := http.NewResponseController(httptest.NewRecorder())
+			f := a.begin(900*k, rc, nil)
+			waiting := grow(a.newHold(), 200*k)
+			synctest.Wait()
+			if ready(waiting) {
+				t.Fatal("a read over the budget went on at once")
+			}
+			time.Sleep(silentGrace)
+			synctest.Wait()
+			if !ready(waiting) || !a.wasCut(f) || a.cuts.Load() != 1 {
+				t.Errorf("after %v: read done %v, answer cut %v; want both", silentGrace, ready(waiting), a.wasCut(f))
+			}
+		})
+	})
+	t.Run("the answer takes over the output", func(t *testing.T) {
+		a := newAnswers(1000 * k)
+		h := a.newHold()
+		if err := h.Grow(t.Context(), 500*k); err != nil {
+			t.Fatal(err)
+		}
+		f := a.begin(600*k, http.NewResponseController(httptest.NewRecorder()), h)
+		if got := a.stats().Bytes; got != 600*k {
+			t.Errorf("%d bytes counted while the answer is written, want its %d alone", got, 600*k)
+		}
+		a.end(f)
+		h.end()
+		if got := a.stats().Bytes; got != 0 {
+			t.Errorf("%d bytes counted at the end, want 0", got)
+		}
+	})
 }

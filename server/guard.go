@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ahead-dev/ahead/backend"
 )
 
 // guardOptions are what guard enforces; zero fields enforce nothing.
@@ -51,8 +53,15 @@ func guard(h http.Handler, o guardOptions) http.Handler {
 			_ = rc.SetReadDeadline(time.Now().Add(o.ReadTimeout))
 			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
+		var held *hold
+		if o.Answers != nil {
+			// The call's output is counted as it is read (answers.go).
+			held = o.Answers.newHold()
+			defer held.end()
+			r = r.WithContext(backend.WithBudget(r.Context(), held))
+		}
 		if o.WriteTimeout > 0 || o.Answers != nil {
-			w = &deadlineWriter{ResponseWriter: w, rc: rc, d: o.WriteTimeout, answers: o.Answers}
+			w = &deadlineWriter{ResponseWriter: w, rc: rc, d: o.WriteTimeout, answers: o.Answers, hold: held}
 		}
 		h.ServeHTTP(w, r)
 		// The connection may serve another request: no deadline of this
@@ -115,6 +124,7 @@ type deadlineWriter struct {
 	rc      *http.ResponseController
 	d       time.Duration // 0: no deadline
 	answers *answers      // nil: not counted
+	hold    *hold         // the request's output, counted until its answer is
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
@@ -122,7 +132,7 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 		w.renew()
 		return w.ResponseWriter.Write(p)
 	}
-	f := w.answers.begin(int64(len(p)), w.rc)
+	f := w.answers.begin(int64(len(p)), w.rc, w.hold)
 	defer w.answers.end(f)
 	written := 0
 	for written < len(p) {

@@ -102,6 +102,8 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	if st.mcp != nil {
 		apiOpts.Upstreams = upstreamStats(st.mcp)
 	}
+	answerBudget := newAnswers(cmp.Or(cfg.MaxAnswerBytes, config.DefaultMaxAnswerBytes))
+	apiOpts.Answers = answerBudget.stats
 	api := httpapi.New(st.statsEngine(), apiOpts)
 	mux.Handle("/", api)
 	if cfg.LLM != nil {
@@ -123,7 +125,6 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) (err error) {
 	// a cause the API answers 503 for.
 	reqCtx, cutOff := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cutOff(nil)
-	answerBudget := newAnswers(cmp.Or(cfg.MaxAnswerBytes, config.DefaultMaxAnswerBytes))
 	srv := &http.Server{
 		BaseContext: func(net.Listener) context.Context { return reqCtx },
 		// Reading a request and each write of an answer are bounded per

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ahead-dev/ahead/backend"
 )
@@ -225,7 +226,9 @@ func (b *Backend) Call(ctx context.Context, req backend.Request) (backend.Respon
 		out.Output = fmt.Sprintf("HTTP %s: response of %d bytes is over the %d-byte limit", resp.Status, resp.ContentLength, max)
 		return out, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	// Counted in the front's budget (if any) as the bytes arrive, and
+	// handed over without another copy: the buffer is not used again.
+	data, err := backend.ReadCounted(callCtx, backend.BudgetOf(ctx), resp.Body, resp.ContentLength, max)
 	if err != nil {
 		return backend.Response{}, b.failure(ctx, callCtx, req.Tool, err)
 	}
@@ -235,7 +238,9 @@ func (b *Backend) Call(ctx context.Context, req backend.Request) (backend.Respon
 		return out, nil
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		out.Output = string(data)
+		if len(data) > 0 {
+			out.Output = unsafe.String(&data[0], len(data))
+		}
 		return out, nil
 	}
 	out.IsError = true

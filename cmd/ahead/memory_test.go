@@ -122,11 +122,13 @@ func (p *process) underLoad(t *testing.T, bound int64, load func()) {
 			<-peak
 		}
 	}()
+	began := time.Now()
 	load()
+	took := time.Since(began)
 	close(stop)
 	stopped = true
 	top := <-peak
-	t.Logf("RSS %d MiB at start, peak %d MiB under the load (bound: +%d MiB)", base>>20, top>>20, bound>>20)
+	t.Logf("RSS %d MiB at start, peak %d MiB under the load of %v (bound: +%d MiB)", base>>20, top>>20, took.Round(time.Millisecond), bound>>20)
 	if top-base > bound {
 		t.Errorf("RSS grew by %d MiB under the load, want at most %d MiB", (top-base)>>20, bound>>20)
 	}
@@ -273,6 +275,46 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 				t.Errorf("/v1/stats is %d bytes after 2,000 tool names, want at most 1 MiB", n)
 			}
 		})
+	})
+
+	// Issue 23: with slots unset, calls in flight are not limited, and 40
+	// clients calling a tool of 8 MiB outputs at once took RSS to 862 MiB
+	// (max_connections × max_response_bytes). Here 48 clients at once,
+	// each reading its whole answer: every one is answered, and the
+	// outputs being read wait within max_answer_bytes.
+	t.Run("outputs at once", func(t *testing.T) {
+		s := startProcess(t, config(""))
+		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range 48 {
+				wg.Go(func() {
+					<-start
+					resp, err := http.Post(s.url+"/v1/sessions/o"+strconv.Itoa(i)+"/calls", "application/json",
+						strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer resp.Body.Close()
+					// The answer is the output (a JSON string of x's)
+					// with a few fields around it.
+					n, err := io.Copy(io.Discard, resp.Body)
+					if err != nil || resp.StatusCode != http.StatusOK || n < bigOutput || n > bigOutput+200 {
+						t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, n, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+		})
+		st, err := httpapi.FetchStats(t.Context(), nil, s.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
+			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
+		}
 	})
 
 	// Issue 23: 40 clients asking for 8 MiB answers and reading nothing
