@@ -300,6 +300,18 @@ func (l *Learning) publisher() {
 	for {
 		select {
 		case <-l.stop:
+			// What is queued is published (core publishes do not wait).
+			for {
+				select {
+				case q := <-l.lines:
+					if q.done == nil && l.f.nc.Publish(subj, q.line) == nil {
+						l.published.Add(1)
+					}
+					continue
+				default:
+				}
+				break
+			}
 			_ = l.f.nc.FlushTimeout(time.Second)
 			return
 		case q := <-l.lines:
@@ -343,7 +355,11 @@ func (l *Learning) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops publishing (lines still queued are lost) and loading pools.
+// Close publishes the lines queued (within a second), stops loading
+// pools, and gives the mining lease up if it holds it, so that another
+// replica mines at its next checkpoint rather than after LeaseTTL (ahead
+// mcp processes come and go with their sessions). Close it before its
+// Fleet.
 func (l *Learning) Close() {
 	l.mu.Lock()
 	if l.closed {
@@ -351,9 +367,16 @@ func (l *Learning) Close() {
 		return
 	}
 	l.closed = true
+	rev := l.leaseRev
+	l.leaseRev = 0
 	l.mu.Unlock()
 	close(l.stop)
 	l.wg.Wait()
+	if rev != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = l.lease.Delete(ctx, leaseKey, jetstream.LastRevision(rev))
+		cancel()
+	}
 }
 
 // Lease reports whether this replica is the fleet's miner now: it holds

@@ -61,6 +61,15 @@ func TestLease(t *testing.T) {
 	if err != nil || pool == nil || pi.Version != 1 || pi.Miner != "a" {
 		t.Errorf("C loaded %v, %+v, %v; want version 1 mined by a", pool, pi, err)
 	}
+	// A replica that leaves gives the lease up: the next takes it at
+	// once, not after LeaseTTL.
+	a.Close()
+	if !b.Lease(t.Context()) {
+		t.Error("B could not take the lease A gave up")
+	}
+	if c.Lease(t.Context()) {
+		t.Error("C took the lease B holds")
+	}
 }
 
 // TestLearningBounds: a line over MaxLine goes without its output, or not

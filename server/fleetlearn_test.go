@@ -3,14 +3,21 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/config"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/fleet"
+	"github.com/ahead-dev/ahead/mcpproxy"
 )
 
 // TestFleetLearnsForNewReplica is issue 25's "a new replica that starts
@@ -79,8 +86,8 @@ fleet: {url: "`+hub.URL()+`", name: fl, fence_timeout: 2s}
 		}
 		session(st, fmt.Sprint("s", i), i)
 	}
-	// B first: its final checkpoint takes the lease, A's then fails to.
-	// Either way one of them mines, once.
+	// B first: its final checkpoint takes the lease, mines and gives it
+	// up as it leaves; A's then mines again, from the pool B shared.
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +101,8 @@ fleet: {url: "`+hub.URL()+`", name: fl, fence_timeout: 2s}
 		t.Fatal("C started with no patterns: the fleet's pool was not loaded")
 	}
 	ls := fleetStats(c.fleet, c.learning)().Learning
-	if ls == nil || ls.PoolVersion != 1 || ls.PoolMiner == "" || ls.PoolMiner == c.fleet.Replica() {
-		t.Errorf("C's fleet learning stats %+v, want pool version 1 mined by A or B", ls)
+	if ls == nil || ls.PoolVersion != 2 || ls.PoolMiner != a.fleet.Replica() {
+		t.Errorf("C's fleet learning stats %+v, want pool version 2 mined by A (%s)", ls, a.fleet.Replica())
 	}
 	if err := c.fleet.Ready(t.Context()); err != nil {
 		t.Fatal(err) // fences fail until the replica has caught up
@@ -105,4 +112,68 @@ fleet: {url: "`+hub.URL()+`", name: fl, fence_timeout: 2s}
 	if res := session(c, "c-first", 7); res.Source != engine.Reused && res.Source != engine.Promoted {
 		t.Errorf("C's first session: get was %s, want reused or promoted (predicted from the fleet's pool)", res.Source)
 	}
+}
+
+// TestFleetLearnsAcrossMCPProcesses: ahead mcp serves one session per
+// process, so a pool learns across processes only from what they share.
+// Three ahead mcp runs in one fleet, each one session of one call, each
+// mining the fleet's traffic at exit (the lease given up by the last):
+// after the third the fleet's pool predicts the session's first call, and
+// a fourth run loads it before it serves.
+func TestFleetLearnsAcrossMCPProcesses(t *testing.T) {
+	hub, err := fleet.Join(t.Context(), &fleet.Options{Name: "mcpfl", Replica: "hub", Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	lrn, err := hub.Learning(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lrn.Close()
+	run := func(i int) {
+		t.Helper()
+		pool := filepath.Join(t.TempDir(), "pool.json")
+		cfg := &config.Config{
+			Upstreams:        []mcpproxy.Upstream{fsUpstream(t)},
+			TrustAnnotations: true,
+			Patterns:         &config.Patterns{Pool: pool, Learn: true, Checkpoint: pool, CheckpointEvery: time.Hour},
+			Fleet:            &config.Fleet{URL: hub.URL(), Name: "mcpfl", ShareConversation: true},
+		}
+		agentIn, serverOut := io.Pipe()
+		serverIn, agentOut := io.Pipe()
+		done := make(chan error, 1)
+		go func() { // owned: joined below
+			err := ServeMCP(t.Context(), cfg, serverIn, serverOut, nil)
+			serverOut.Close()
+			done <- err
+		}()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)}).
+			Connect(t.Context(), &mcp.IOTransport{Reader: agentIn, Writer: agentOut}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_directory", Arguments: map[string]any{"path": fmt.Sprintf("/src%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+		cs.Close()
+		if err := <-done; err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		run(i)
+	}
+	pool, pi, err := lrn.Load(t.Context())
+	if err != nil || pool == nil {
+		t.Fatalf("the fleet's pool after 3 runs: %v, %v", pool, err)
+	}
+	found := false
+	for _, pt := range pool.Patterns {
+		found = found || (pt.Tool == "list_directory" && len(pt.Context) == 1 && pt.Context[0].Start)
+	}
+	if !found || pi.Version < 1 {
+		t.Errorf("pool version %d with %d patterns, want the session start predicting list_directory", pi.Version, len(pool.Patterns))
+	}
+	run(3) // loads it first: an error there fails the run
 }

@@ -128,14 +128,6 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	if cfg.Traces != nil {
 		dir = cfg.Traces.Dir
 	}
-	if cfg.Patterns != nil {
-		if pred, err = loadPredictor(cfg.Patterns, dir, 0, 0, nil, o.Logger); err != nil {
-			return err
-		}
-		if cfg.Patterns.Learn && dir == "" {
-			o.Logger.Info("patterns: without --traces, new patterns are found only in this session's calls; record with --traces to learn across sessions")
-		}
-	}
 	if dir != "" {
 		err := os.MkdirAll(dir, 0o755)
 		if err == nil {
@@ -143,12 +135,40 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 				Logger: o.Logger, FailOnLoss: cfg.Traces.FailOnLoss})
 		}
 		if err != nil {
-			return errors.Join(fmt.Errorf("traces: %w", err), closeMCP(nil, nil, pred, nil))
+			return fmt.Errorf("traces: %w", err)
 		}
 	}
 	proxy, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, false, 0, o)
 	if err != nil {
-		return errors.Join(err, closeMCP(nil, nil, pred, rec))
+		return errors.Join(err, closeMCP(nil, nil, nil, rec))
+	}
+	// The fleet first: the pool may learn with it (one session per
+	// process is where learning together pays most).
+	fl, err := joinFleet(ctx, cfg.Fleet, proxy.Backends(), nil, o.Logger)
+	if err != nil {
+		return errors.Join(err, closeMCP(nil, proxy, nil, rec))
+	}
+	if fl != nil {
+		defer fl.Close() // after the engine and the final checkpoint (closeMCP)
+	}
+	lrn, err := learnWithFleet(ctx, fl, cfg.Fleet, cfg.Patterns)
+	if err != nil {
+		return errors.Join(err, closeMCP(nil, proxy, nil, rec))
+	}
+	if lrn != nil {
+		defer lrn.Close()
+	}
+	if cfg.Patterns != nil {
+		if pred, err = loadPredictor(cfg.Patterns, dir, 0, 0, lrn, o.Logger); err != nil {
+			return errors.Join(err, closeMCP(nil, proxy, nil, rec))
+		}
+		if lrn != nil {
+			if err := adoptFleetPool(ctx, lrn, pred, o.Logger); err != nil {
+				return errors.Join(err, closeMCP(nil, proxy, pred, rec))
+			}
+		} else if cfg.Patterns.Learn && dir == "" {
+			o.Logger.Info("patterns: without --traces, new patterns are found only in this session's calls; record with --traces to learn across sessions")
+		}
 	}
 	eo := engine.Options{
 		Backends: proxy.Backends(),
@@ -160,12 +180,13 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	if pred != nil {
 		eo.Predictor = pred
 	}
-	if rec != nil {
+	switch {
+	case rec != nil && lrn != nil:
+		eo.Recorder = recorders{rec, lrn}
+	case rec != nil:
 		eo.Recorder = rec
-	}
-	fl, err := joinFleet(ctx, cfg.Fleet, eo.Backends, nil, o.Logger)
-	if err != nil {
-		return errors.Join(err, closeMCP(nil, proxy, pred, rec))
+	case lrn != nil:
+		eo.Recorder = lrn
 	}
 	if fl != nil {
 		eo.Fleet = fl
@@ -173,7 +194,6 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	eng := engine.New(&eo)
 	if fl != nil {
 		fl.Start(eng)
-		defer fl.Close() // after the engine (closeMCP)
 	}
 	proxy.Attach(eng)
 	// The end of the input is the agent hanging up: a clean exit, with
