@@ -63,7 +63,7 @@ type session struct {
 	// sample is then not counted again in Engine.thinks.
 	thinkHeard bool
 	// declared holds the digest of the tools last declared to the session,
-	// by source (Tools): at most one per source, three.
+	// by source (Tools): at most one per source, four.
 	declared map[string]uint64
 	// after is the prediction work queued for the session's predictor
 	// goroutine (after.go), which runs while afterRun; afterDone, made

@@ -10,8 +10,9 @@ import (
 )
 
 // Tools hands the engine the tools declared to a session's agent: from
-// (trace.FromMCP, trace.FromOpenAI or trace.FromAnthropic) says where, an
-// MCP upstreams' tools/list or the tools of a model request. A session's
+// (trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic or trace.FromHTTP)
+// says where, an MCP upstreams' tools/list, the tools of a model request,
+// or the HTTP API's. A session's
 // first declaration from a source, and each one that differs from the
 // previous (trace.ToolsDigest), is bounded (trace.BoundTools), recorded
 // as a line of kind trace.KindTools and given to the predictor if it reads
@@ -20,9 +21,9 @@ import (
 // with every model request) costs a digest and nothing else.
 func (e *Engine) Tools(ctx context.Context, sessionID, from string, defs []trace.ToolDef) error {
 	switch from {
-	case trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic:
+	case trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic, trace.FromHTTP:
 	default:
-		return fmt.Errorf("engine: tools declared by %q: want %q, %q or %q", from, trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic)
+		return fmt.Errorf("engine: tools declared by %q: want %q, %q, %q or %q", from, trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic, trace.FromHTTP)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -47,7 +48,7 @@ func (e *Engine) Tools(ctx context.Context, sessionID, from string, defs []trace
 		return err
 	}
 	if s.declared == nil {
-		// At most one digest per source: three.
+		// At most one digest per source: four.
 		s.declared = make(map[string]uint64, 1)
 	}
 	s.declared[from] = digest

@@ -7,6 +7,7 @@
 //
 //	POST   /v1/sessions/{session}/calls   {"tool": "...", "args": {...}} → result
 //	POST   /v1/sessions/{session}/messages {"role": "user", "content": "..."} → 204
+//	POST   /v1/sessions/{session}/tools    {"tools": [{"name", "description", "input_schema"}]} → 204
 //	DELETE /v1/sessions/{session}         end the session (204)
 //	GET    /v1/stats                      per-tool summary (JSON)
 //	GET    /metrics                       Prometheus exposition
@@ -110,6 +111,7 @@ func New(eng Engine, opts *Options) *Handler {
 	}
 	h.mux.HandleFunc("POST /v1/sessions/{session}/calls", h.call)
 	h.mux.HandleFunc("POST /v1/sessions/{session}/messages", h.message)
+	h.mux.HandleFunc("POST /v1/sessions/{session}/tools", h.tools)
 	h.mux.HandleFunc("POST /v1/sessions/{session}", h.begin)
 	h.mux.HandleFunc("DELETE /v1/sessions/{session}", h.endSession)
 	h.mux.HandleFunc("GET /v1/stats", h.stats)

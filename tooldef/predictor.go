@@ -156,7 +156,7 @@ func (p *Predictor) Declare(ev trace.Event) []predict.Prediction {
 	s.decl[ev.From] = compile(trace.BoundTools(ev.Tools))
 	s.tools = s.tools[:0]
 	seen := make(map[string]bool)
-	for _, from := range []string{trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic, ev.From} {
+	for _, from := range []string{trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic, trace.FromHTTP, ev.From} {
 		for _, t := range s.decl[from] {
 			if !seen[t.name] {
 				seen[t.name] = true

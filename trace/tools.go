@@ -11,7 +11,8 @@ import (
 // KindTools is a line of the tools declared to a session's agent (issue
 // 24): Tools holds them and From says where they were declared (FromMCP:
 // the MCP upstreams' tools/list; FromOpenAI, FromAnthropic: the tools of a
-// model request through ahead's gateway). A session gets one such line per
+// model request through ahead's gateway; FromHTTP: posted to the HTTP
+// API). A session gets one such line per
 // source when it first declares its tools and another whenever they
 // change; Seq is the number of calls before it. Mining and evaluation of
 // calls skip it; predictors that read tool definitions (predict.Declarer)
@@ -23,6 +24,7 @@ const (
 	FromMCP       = "mcp"
 	FromOpenAI    = "openai"
 	FromAnthropic = "anthropic"
+	FromHTTP      = "http"
 )
 
 // ToolDef is one declared tool: its name, its description and the JSON
