@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -107,9 +108,8 @@ func TestDistinctValuesAndBounds(t *testing.T) {
 	p := New(&Options{MaxSessions: 2, MaxBytes: 64})
 	p.Declare(declared(t, "everything", "s"))
 	got := p.Hear(user("s", "What is the sum of 12 and 30?"))
-	r := rankOf(got, "get-sum", `{"a":30,"b":12}`)
-	if r < 0 {
-		t.Errorf("get-sum with two distinct numbers not predicted: %v", got)
+	if r := rankOf(got, "get-sum", `{"a":12,"b":30}`); r != 0 {
+		t.Errorf("get-sum with the two numbers in the order said at rank %d of %v, want first", r, got)
 	}
 	p.Hear(user("s", strings.Repeat("x", 100)))
 	p.mu.Lock()
@@ -148,7 +148,8 @@ func TestSchemaReading(t *testing.T) {
 	p.Declare(trace.Event{Kind: trace.KindTools, Session: "s", From: trace.FromOpenAI, Tools: defs})
 	got := p.Hear(user("s", "Where is my order #W1234567 of 2024-05-01? Write to ann@example.com, ref CD-9876."))
 	want := `{"order_id":"#W1234567","contact":"ann@example.com","ref":"CD-9876","when":"2024-05-01"}`
-	if len(got) == 0 || got[0].Tool != "get_order" || string(got[0].Args) != want {
+	wk, _ := callkey.Make("get_order", []byte(want))
+	if len(got) == 0 || rank(got, wk) != 0 {
 		t.Fatalf("predicted %v, want get_order%s first", got, want)
 	}
 	// A value that the pattern refuses is never the argument's.

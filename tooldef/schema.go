@@ -1,6 +1,7 @@
 package tooldef
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -57,12 +58,7 @@ func compile(defs []trace.ToolDef) []*tool {
 			Required   []string                   `json:"required"`
 		}
 		if len(d.InputSchema) > 0 && json.Unmarshal(d.InputSchema, &s) == nil {
-			names := make([]string, 0, len(s.Properties))
-			for n := range s.Properties {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			for _, n := range names {
+			for _, n := range propertyOrder(d.InputSchema, s.Properties) {
 				t.args = append(t.args, compileArg(n, s.Properties[n], slices.Contains(s.Required, n)))
 			}
 		}
@@ -176,4 +172,40 @@ func (a *arg) fillable() bool {
 		return len(a.enum) > 0
 	}
 	return false
+}
+
+// propertyOrder returns the names of props in the order the schema
+// declares them (a tool's author lists "from" before "to", "a" before
+// "b", as users say them), read from the raw schema.
+func propertyOrder(schema json.RawMessage, props map[string]json.RawMessage) []string {
+	var top map[string]json.RawMessage
+	var names []string
+	if json.Unmarshal(schema, &top) == nil {
+		dec := json.NewDecoder(bytes.NewReader(top["properties"]))
+		if t, err := dec.Token(); err == nil && t == json.Delim('{') {
+			for dec.More() {
+				t, err := dec.Token()
+				k, ok := t.(string)
+				if err != nil || !ok {
+					break
+				}
+				if _, ok := props[k]; ok && !slices.Contains(names, k) {
+					names = append(names, k)
+				}
+				var skip json.RawMessage
+				if dec.Decode(&skip) != nil {
+					break
+				}
+			}
+		}
+	}
+	if len(names) != len(props) {
+		// Not read in order: sorted, so that it is the same every time.
+		names = names[:0]
+		for n := range props {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+	}
+	return names
 }

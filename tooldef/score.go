@@ -54,10 +54,12 @@ const (
 	maxScan = 8
 )
 
-// value is a candidate value of an argument.
+// value is a candidate value of an argument, and where it was said (the
+// message's index in the window and the offset in it; mi -1 for none).
 type value struct {
-	json  string
-	score float64
+	json   string
+	score  float64
+	mi, at int
 }
 
 // predict returns the session's predictions, best first.
@@ -132,6 +134,7 @@ func (s *session) predict(max int) []predict.Prediction {
 		if !fill {
 			continue
 		}
+		inOrder(req, vals)
 		score := ts
 		switch {
 		case len(req) > 0 && ts == 0 && sum/float64(len(req)) < minAlone:
@@ -241,7 +244,7 @@ func (s *session) values(t *tool, a *arg, latest int) []value {
 		if len(a.enum) > 0 {
 			for i, e := range a.enumText {
 				if at := wordIndex(m.lower, e); at >= 0 {
-					add(value{string(a.enum[i]), wEnum + role + wRecency*math.Log1p(float64(rank)) + near(lastWordBefore(m.lower, at), t, a)})
+					add(value{string(a.enum[i]), wEnum + role + wRecency*math.Log1p(float64(rank)) + near(lastWordBefore(m.lower, at), t, a), mi, at})
 				}
 			}
 			rank++
@@ -267,7 +270,7 @@ func (s *session) values(t *tool, a *arg, latest int) []value {
 			if a.list {
 				js = "[" + js + "]"
 			}
-			add(value{js, ev + role + wRecency*math.Log1p(float64(rank)) + near})
+			add(value{js, ev + role + wRecency*math.Log1p(float64(rank)) + near, mi, tk.start})
 			rank++
 		}
 	}
@@ -393,4 +396,38 @@ func isWordByte(s string, i int, before bool) bool {
 		r, _ = utf8.DecodeRuneInString(s[i:])
 	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_'
+}
+
+// inOrder gives arguments that nothing but their order tells apart (the
+// same kind of value, no constraint of their own) the values said in one
+// message in the order they were said, in the order the schema declares
+// the arguments: "the sum of 17 and 25" is a=17, b=25, whichever the
+// recency of mentions ranked first.
+func inOrder(args []*arg, vals []value) {
+	for i := range args {
+		var same []int
+		for j := i; j < len(args); j++ {
+			if alike(args[i], args[j]) && vals[j].mi == vals[i].mi && vals[j].mi >= 0 {
+				same = append(same, j)
+			}
+		}
+		if len(same) < 2 || same[0] != i {
+			continue
+		}
+		vs := make([]value, len(same))
+		for k, j := range same {
+			vs[k] = vals[j]
+		}
+		slices.SortStableFunc(vs, func(x, y value) int { return cmp.Compare(x.at, y.at) })
+		for k, j := range same {
+			vals[j] = vs[k]
+		}
+	}
+}
+
+// alike reports whether two arguments take the same kind of value with
+// nothing of their own to tell them apart.
+func alike(a, b *arg) bool {
+	return a.typ == b.typ && a.list == b.list && len(a.enum) == 0 && len(b.enum) == 0 && a.format == b.format &&
+		a.implied == b.implied && (a.pattern == nil) == (b.pattern == nil) && (a.pattern == nil || a.pattern.String() == b.pattern.String())
 }
