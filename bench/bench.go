@@ -143,6 +143,9 @@ type Options struct {
 	// in the ahead and fleet modes, as a running ahead's checkpoints do
 	// (see learningWaves).
 	LearnEvery int
+	// Halves reports the hidden stall ratio of the first and the second
+	// half of the sessions in file order (Report.HiddenStallHalves).
+	Halves bool
 }
 
 // Progress reports a run's progress.

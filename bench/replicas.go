@@ -51,6 +51,23 @@ func (o *Options) SetReplicas(n, every int) error {
 	return nil
 }
 
+// SetLearning makes the ahead mode learn online from an empty pool, as a
+// fresh install does (the built-in default from the first call, both
+// parts relearnt every `every` sessions), on one engine; the sessions
+// run in file order and the report gives the hidden stall of each half
+// of them (Report.HiddenStallHalves). Modes not given become serial,
+// ahead and oracle. ahead bench --learn.
+func (o *Options) SetLearning(every int) error {
+	if o.Modes == nil {
+		o.Modes = []Mode{Serial, Ahead, Oracle}
+	}
+	if err := o.SetReplicas(1, every); err != nil {
+		return err
+	}
+	o.Halves = true
+	return nil
+}
+
 // relearner is a predictor that learns at checkpoints (learn.Predictor).
 type relearner interface {
 	Relearn() (int, error)

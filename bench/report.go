@@ -274,6 +274,10 @@ type Report struct {
 	// LearningCurves holds, for the modes that learn (Options.LearnEvery),
 	// the hidden stall ratio in each fifth of the sessions in replay order.
 	LearningCurves map[Mode][]float64 `json:"learning_curves,omitempty"`
+	// HiddenStallHalves is the ahead mode's hidden stall ratio in the
+	// first and the second half of the sessions in file order
+	// (Options.Halves): a fresh install's first days, and after.
+	HiddenStallHalves []float64 `json:"hidden_stall_ratio_halves,omitempty"`
 }
 
 // ReportConfig records what was run.
@@ -300,6 +304,7 @@ type ReportConfig struct {
 	// not relearn.
 	Replicas   int `json:"replicas,omitempty"`
 	LearnEvery int `json:"learn_every,omitempty"`
+	halves     bool
 }
 
 func newReport(sessions []trace.Session, o *Options) *Report {
@@ -317,6 +322,7 @@ func newReport(sessions []trace.Session, o *Options) *Report {
 		MineSessions: len(o.Mine),
 		Speculator:   o.SpeculatorName,
 		LearnEvery:   o.LearnEvery,
+		halves:       o.Halves,
 	}
 	if o.Replicas > 1 {
 		c.Replicas = o.Replicas
@@ -404,6 +410,18 @@ func (r *Report) summarise() {
 					r.LearningCurves = make(map[Mode][]float64)
 				}
 				r.LearningCurves[m.Mode] = c
+			}
+		}
+	}
+	if r.Config.halves && serial != nil && oracle != nil && ahead != nil {
+		n := len(serial.stallMS)
+		for _, h := range [][2]int{{0, n / 2}, {n / 2, n}} {
+			var s, a, o float64
+			for i := h[0]; i < h[1]; i++ {
+				s, a, o = s+serial.stallMS[i], a+ahead.stallMS[i], o+oracle.stallMS[i]
+			}
+			if s > o {
+				r.HiddenStallHalves = append(r.HiddenStallHalves, (s-a)/(s-o))
 			}
 		}
 	}

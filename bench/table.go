@@ -118,6 +118,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if h := r.HiddenStallHalves; len(h) == 2 {
+		n := r.Config.Sessions
+		fmt.Fprintf(&b, "by half (ahead)     hidden stall ratio %.2f in sessions 1–%d, %.2f in sessions %d–%d\n", h[0], n/2, h[1], n/2+1, n)
+	}
 	if len(r.LearningCurves) > 0 {
 		b.WriteString("learning curve      hidden stall ratio by fifth of the sessions:")
 		for _, m := range []Mode{Ahead, Fleet} {

@@ -39,7 +39,12 @@ on some tau2 tasks and replayed on the others:
 
   ahead bench --mine-from T.jsonl.gz --sessions T.sessions.jsonl --split-by task_id \
     --holdout 0.5 --part test --policy policy.yaml \
-    --tool-latency lognormal:600ms:1500ms --time-scale 0.01 T.jsonl.gz`
+    --tool-latency lognormal:600ms:1500ms --time-scale 0.01 T.jsonl.gz
+
+With --learn the ahead mode starts from nothing, as a fresh install does: the
+built-in default from the first call, both parts relearnt every
+--relearn-every sessions; the sessions run in file order and the hidden
+stall of the first and the second half of them is reported.`
 
 // benchFlags are bench's own flags (the trace selection flags are shared
 // with mine and eval).
@@ -68,6 +73,8 @@ type benchFlags struct {
 	specKeyEnv   string
 	logLevel     string
 	replicas     int
+	learn        bool
+	relearnEvery int
 	learnEvery   int
 }
 
@@ -100,6 +107,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.specKeyEnv, "speculator-key-env", "", "environment `variable` holding --speculator URL's API key (none: no Authorization header)")
 	fs.IntVar(&f.replicas, "replicas", 0, "replay over `N` engines (sessions round-robin) that learn from an empty pool: the ahead mode's alone, the fleet mode's together through an embedded fleet (modes default to serial, ahead, fleet, oracle)")
 	fs.IntVar(&f.learnEvery, "learn-every", 10, "with --replicas: each replica relearns after every `N` sessions it completes (its checkpoints)")
+	fs.BoolVar(&f.learn, "learn", false, "the ahead mode learns online from nothing, as a fresh install does (the built-in default, both parts relearnt every --relearn-every sessions); sessions in file order, the hidden stall of each half reported (modes default to serial, ahead, oracle)")
+	fs.IntVar(&f.relearnEvery, "relearn-every", 10, "with --learn: relearn after every `N` sessions")
 	fs.StringVar(&f.logLevel, "log-level", "", fmt.Sprintf(logLevelUsage, "warn")+"; the engines' logs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -125,7 +134,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if f.replicas < 0 {
 		return usageErr("--replicas must be 0 (one engine) or more")
 	}
-	if f.replicas > 0 {
+	if f.learn {
+		if f.replicas > 0 || src.Pool != "" || src.Mining {
+			return usageErr("--learn learns from nothing on one engine: no --replicas, --patterns or --mine-from")
+		}
+		if err := opts.SetLearning(f.relearnEvery); err != nil {
+			return usageErr("--relearn-every: %v", err)
+		}
+	} else if f.replicas > 0 {
 		if src.Pool != "" || src.Mining {
 			return usageErr("--replicas learns from an empty pool: no --patterns or --mine-from")
 		}
@@ -139,7 +155,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	note := ""
-	if f.replicas == 0 {
+	if f.replicas == 0 && !f.learn {
 		note, err = opts.SetAhead(sessions, src)
 	}
 	switch {

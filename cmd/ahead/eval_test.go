@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/ahead-dev/ahead/evaluate"
@@ -35,5 +36,28 @@ func TestEvalFresh(t *testing.T) {
 	}
 	if got := eval("--no-default").Ahead.ExactAt3; got != 0 {
 		t.Errorf("--no-default: exact_at_3 %.3f, want 0 (no pool, no default, no relearn)", got)
+	}
+}
+
+// TestBenchLearn: ahead bench --learn replays from nothing, learning, and
+// reports the hidden stall of each half; it refuses a pool to start from.
+func TestBenchLearn(t *testing.T) {
+	const tr = "../../convo/testdata/library.jsonl"
+	code, out, errOut := runCLI(t, "bench", "--learn", "--relearn-every", "5", "--json", "--time-scale", "0.001",
+		"--tool-latency", "const:800ms", "--policy", "../../bench/testdata/policy.yaml", tr)
+	if code != 0 {
+		t.Fatalf("bench --learn: exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Halves []float64 `json:"hidden_stall_ratio_halves"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Halves) != 2 {
+		t.Errorf("bench --learn reported %v as the halves' hidden stall, want two figures:\n%s", rep.Halves, out)
+	}
+	if code, _, errOut := runCLI(t, "bench", "--learn", "--patterns", "pool.json", tr); code != 2 || !strings.Contains(errOut, "--learn") {
+		t.Errorf("bench --learn --patterns: exit %d, %q; want a usage error", code, errOut)
 	}
 }
