@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,9 +137,16 @@ func statelessRig(t *testing.T, url string) (*Proxy, *engine.Engine) {
 	return p, eng
 }
 
-// serveAgent connects an agent (MCP 2025-11-25, as agents speak today) to
-// p; multiRoundTrip says whether its client answers input requests itself.
-func serveAgent(t *testing.T, p *Proxy, name string, multiRoundTrip bool) *mcp.ClientSession {
+// serveAgent connects an agent (MCP 2025-11-25, as most agents speak
+// today) to p; its client answers no input requests itself.
+func serveAgent(t *testing.T, p *Proxy, name string) *mcp.ClientSession {
+	t.Helper()
+	return serveAgentAt(t, p, name, agentProtocol, nil)
+}
+
+// serveAgentAt connects an agent of MCP revision version to p; elicited,
+// if set, counts the elicitations it answers (accepting).
+func serveAgentAt(t *testing.T, p *Proxy, name, version string, elicited *atomic.Int32) *mcp.ClientSession {
 	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,12 +154,15 @@ func serveAgent(t *testing.T, p *Proxy, name string, multiRoundTrip bool) *mcp.C
 	go func() { done <- p.Serve(ctx, st) }()
 	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
 		Logger:         slog.New(slog.DiscardHandler),
-		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: !multiRoundTrip},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if elicited != nil {
+				elicited.Add(1)
+			}
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
 		},
 	})
-	cs, err := c.Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: agentProtocol})
+	cs, err := c.Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -175,7 +187,7 @@ func TestStatelessUpstreamOneConnection(t *testing.T) {
 	agents := []string{"agent-a", "agent-b", "agent-c"}
 	var sessions []*mcp.ClientSession
 	for _, name := range agents {
-		sessions = append(sessions, serveAgent(t, p, name, false))
+		sessions = append(sessions, serveAgent(t, p, name))
 	}
 	for i, cs := range sessions {
 		call(t, cs, "list", map[string]any{})
@@ -222,7 +234,7 @@ func TestSessionUpstreamPerSession(t *testing.T) {
 	}, &mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(upstream.Close)
 	p, _ := statelessRig(t, upstream.URL)
-	a, b := serveAgent(t, p, "agent-a", false), serveAgent(t, p, "agent-b", false)
+	a, b := serveAgent(t, p, "agent-a"), serveAgent(t, p, "agent-b")
 	call(t, a, "write", map[string]any{"name": "a.txt", "text": "only in a"})
 	if res, _ := call(t, b, "read", map[string]any{"name": "a.txt"}); text(res) != "alpha" {
 		t.Errorf("b sees a's write: %q", text(res))
@@ -236,12 +248,13 @@ func TestSessionUpstreamPerSession(t *testing.T) {
 
 // TestInputRequiredNeverReused: a speculative call whose result asks for
 // the user's input is discarded and counted apart; the agent's own call
-// executes and gets the request for input as the upstream sent it; the
-// agent's retry with the answer is a call of its own, and executes.
+// executes and gets the request for input as the upstream sent it (a
+// 2026-07-28 agent); the agent's retry with the answer is a call of its
+// own, and executes.
 func TestInputRequiredNeverReused(t *testing.T) {
 	up := &statelessServer{}
 	p, eng := statelessRig(t, up.start(t))
-	cs := serveAgent(t, p, "agent", false)
+	cs := serveAgentAt(t, p, "agent", revisionStateless, nil)
 	call(t, cs, "list", map[string]any{})
 	res, src := call(t, cs, "confirm", map[string]any{})
 	if src != "executed" || !res.NeedsInput() || res.RequestState != "st" || len(res.InputRequests) != 1 {
@@ -273,11 +286,25 @@ func TestInputRequiredNeverReused(t *testing.T) {
 	if diff := cmp.Diff([]string{"accept st"}, answered); diff != "" {
 		t.Errorf("answers the upstream got (-want +got):\n%s", diff)
 	}
+}
 
-	// An agent whose client answers input requests itself (the Go SDK's
-	// default) gets the confirmed result in one call.
-	auto := serveAgent(t, p, "auto", true)
-	if res, _ := call(t, auto, "confirm", map[string]any{}); text(res) != "confirmed" {
-		t.Errorf("agent answering itself: %q, want confirmed", text(res))
+// TestInputRequiredOlderAgent: an agent of 2025-11-25 cannot read an
+// input_required result: ahead asks it the old way (elicitation on its
+// session) and retries with its answer, so the agent gets the upstream's
+// answer in one call, as from a server of its own revision.
+func TestInputRequiredOlderAgent(t *testing.T) {
+	up := &statelessServer{}
+	p, _ := statelessRig(t, up.start(t))
+	var elicited atomic.Int32
+	cs := serveAgentAt(t, p, "older", agentProtocol, &elicited)
+	res, src := call(t, cs, "confirm", map[string]any{})
+	if text(res) != "confirmed" || src != "executed" || res.NeedsInput() {
+		t.Errorf("older agent's confirm = %q (%s, needs input %v), want confirmed, executed", text(res), src, res.NeedsInput())
+	}
+	up.mu.Lock()
+	answered := up.answered
+	up.mu.Unlock()
+	if n := elicited.Load(); n != 1 || !slices.Equal(answered, []string{"accept st"}) {
+		t.Errorf("agent asked %d times, upstream got answers %q; want once, [accept st]", n, answered)
 	}
 }
