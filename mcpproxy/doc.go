@@ -12,7 +12,16 @@
 // the agent's, so they must be known first). Stateful upstreams (a memory
 // graph held in the process, a browser, a shell) then behave exactly as if
 // the agent had launched them itself, speculative calls run in the state of
-// the session that predicted them, and nothing crosses sessions.
+// the session that predicted them, and nothing crosses sessions. The one
+// exception is an HTTP upstream of MCP 2026-07-28, which keeps no state per
+// connection: one connection (its hub) serves every session, each call
+// naming its agent (stateless.go).
+//
+// Requests for input. A speculative call whose result asks for the user's
+// input (2026-07-28's input_required) is discarded, never answered for the
+// user; the agent's own call gets it as sent (an agent of an older revision
+// is asked the old way, askold.go), and its retry with the answers is a
+// call of its own (engine.Engine.Continue).
 //
 // Transparency. tools/list returns the upstreams' tools (optionally with a
 // per-upstream name prefix; input schemas MCP clients would reject are
