@@ -134,16 +134,22 @@ func (p *process) underLoad(t *testing.T, bound int64, load func()) {
 	}
 }
 
-// bigTools answers "big" with bigOutput bytes and any other tool at once.
+// bigTools answers "big" with bigOutput bytes, "mib" with 1 MiB, "k64"
+// with 64 KiB, and any other tool at once.
 func bigTools(t *testing.T) *httptest.Server {
 	big := strings.Repeat("x", bigOutput)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		if strings.HasSuffix(r.URL.Path, "/big") {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/big"):
 			io.WriteString(w, big)
-			return
+		case strings.HasSuffix(r.URL.Path, "/mib"):
+			io.WriteString(w, `{"text":"`+big[:1<<20-12]+`"}`)
+		case strings.HasSuffix(r.URL.Path, "/k64"):
+			io.WriteString(w, `{"text":"`+big[:64<<10-12]+`"}`)
+		default:
+			io.WriteString(w, "ok")
 		}
-		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -315,6 +321,56 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
 			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
 		}
+	})
+
+	// Issue 23: the Learner's kept calls. One session of 400 calls of
+	// 1 MiB outputs with learning on took RSS from 25 to 649 MiB at
+	// max_bytes: 8MiB (the loop that trims kept calls never trimmed the
+	// only live session); 4,000 sessions of 64 KiB answers with a pool and
+	// learning on left 184 MiB. These loads, through the tool API with a
+	// pool learnt from scratch, stay within the bound on the code before
+	// the Learner's bound (64f1107^) too: the issue's figures came from a
+	// setting these do not reproduce; they pin the bound as it is.
+	learning := func(t *testing.T) *process {
+		pool := filepath.Join(t.TempDir(), "pool.json") // learnt from scratch
+		return startProcess(t, config("engine: {max_bytes: 8MiB}\npatterns: {pool: "+strconv.Quote(pool)+", learn: true}\n"))
+	}
+	call := func(t *testing.T, client *http.Client, s *process, session, tool string, i int) {
+		resp, err := client.Post(s.url+"/v1/sessions/"+session+"/calls", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"tool":%q,"args":{"i":%d}}`, tool, i)))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("call %d: %s", i, resp.Status)
+		}
+	}
+	t.Run("learner, one session", func(t *testing.T) {
+		s := learning(t)
+		s.underLoad(t, 2*8<<20+64<<20, func() {
+			for i := range 400 {
+				call(t, http.DefaultClient, s, "one", "mib", i)
+			}
+		})
+	})
+	t.Run("learner, 4000 sessions", func(t *testing.T) {
+		s := learning(t)
+		s.underLoad(t, 2*8<<20+64<<20, func() {
+			var wg sync.WaitGroup
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+			defer client.CloseIdleConnections()
+			for w := range 8 {
+				wg.Go(func() {
+					for i := w; i < 4000; i += 8 {
+						call(t, client, s, "s"+strconv.Itoa(i), "k64", i)
+					}
+				})
+			}
+			wg.Wait()
+		})
 	})
 
 	// Issue 23: 40 clients asking for 8 MiB answers and reading nothing
