@@ -176,3 +176,73 @@ func measure(b *testing.B, direct, via *mcp.ClientSession, tool string) {
 	b.ReportMetric(pct(vs, 0.99)-pct(ds, 0.99), "added_p99_us")
 	b.ReportMetric(mean(vs)/mean(ds), "ratio_mean")
 }
+
+// BenchmarkAddedLatencyEras: the added latency of a tools/call through
+// ahead over streamable HTTP for an agent speaking 2026-07-28 (stateless,
+// its run named by Ahead-Session) beside one speaking 2025-11-25 (a
+// protocol session), in one run: each iteration calls direct, then through
+// ahead in the older revision, then in the new one, so all three see the
+// same machine. The upstream is the same Go SDK server for all three.
+//
+//	go test -run '^$' -bench AddedLatencyEras -benchtime 3000x ./mcpproxy
+func BenchmarkAddedLatencyEras(b *testing.B) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, a struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
+	b.Cleanup(upSrv.Close)
+	x := benchProxy(b, Upstream{Name: "bench", URL: upSrv.URL})
+	viaSrv := httptest.NewServer(x.Handler())
+	b.Cleanup(viaSrv.Close)
+
+	direct := benchClient(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: upSrv.URL} })
+	old := benchClient(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: viaSrv.URL} })
+	hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: map[string]string{SessionHeader: "bench-run"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)}).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: viaSrv.URL, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: newEraVersion})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != newEraVersion {
+		b.Fatalf("the new-era client negotiated %q", v)
+	}
+
+	ctx := context.Background()
+	args := map[string]any{"text": "hello"}
+	one := func(cs *mcp.ClientSession) time.Duration {
+		// Params of its own: a 2026-07-28 client adds its _meta to them.
+		params := &mcp.CallToolParams{Name: "echo", Arguments: args}
+		t0 := time.Now()
+		res, err := cs.CallTool(ctx, params)
+		d := time.Since(t0)
+		if err != nil || res.IsError {
+			b.Fatalf("calling echo (%s): %v %v", cs.InitializeResult().ProtocolVersion, err, res)
+		}
+		return d
+	}
+	for range 50 {
+		one(direct)
+		one(old)
+		one(cs)
+	}
+	var ds, os_, ns []time.Duration
+	for b.Loop() {
+		ds = append(ds, one(direct))
+		os_ = append(os_, one(old))
+		ns = append(ns, one(cs))
+	}
+	pct := func(s []time.Duration, p float64) float64 {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds())
+	}
+	b.ReportMetric(pct(ds, 0.5), "direct_p50_us")
+	b.ReportMetric(pct(os_, 0.5)-pct(ds, 0.5), "added_2025_p50_us")
+	b.ReportMetric(pct(ns, 0.5)-pct(ds, 0.5), "added_2026_p50_us")
+	b.ReportMetric(pct(os_, 0.99)-pct(ds, 0.99), "added_2025_p99_us")
+	b.ReportMetric(pct(ns, 0.99)-pct(ds, 0.99), "added_2026_p99_us")
+}

@@ -42,7 +42,7 @@ func (s *session) callTool(ctx context.Context, params *mcp.CallToolParamsRaw) (
 	}
 	defer s.begin(ctx, params.GetProgressToken())()
 	call := func(responses mcp.InputResponseMap, state string) (engine.Result, error) {
-		ctx := context.WithValue(ctx, downKey{}, &downCall{session: s.id, tool: params.Name, meta: params.Meta,
+		ctx := context.WithValue(ctx, downKey{}, &downCall{session: s.id, tool: params.Name, meta: hopMeta(params.Meta),
 			inputResponses: responses, requestState: state})
 		if len(responses) > 0 || state != "" {
 			// A retry with the user's input is a call of its own: no

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"strings"
@@ -120,6 +121,29 @@ func traceID(tp string) (string, bool) {
 	}
 	return parts[1], true
 }
+
+// hopMeta returns a request's _meta without what 2026-07-28 puts there
+// about the agent's own hop (its protocol version, identity, capabilities
+// and log level): ahead's connection to the upstream says its own (an
+// upstream that keeps sessions refuses a request that carries them). m is
+// not changed; without such keys it is returned as is.
+func hopMeta(m mcp.Meta) mcp.Meta {
+	var out mcp.Meta
+	for _, k := range hopKeys {
+		if _, ok := m[k]; ok {
+			if out == nil {
+				out = maps.Clone(m)
+			}
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return m
+	}
+	return out
+}
+
+var hopKeys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities, mcp.MetaKeyLogLevel}
 
 // Linker finds the session of the model that emitted a call, on exact
 // evidence (gateway.Linker is one): it lets a new-era call that names no

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -302,5 +303,80 @@ func TestTraceID(t *testing.T) {
 		if got, _ := traceID(tp); got != want {
 			t.Errorf("traceID(%q) = %q, want %q", tp, got, want)
 		}
+	}
+}
+
+// TestNewEraStdio: over stdio (here in memory) the process is the run: a Go
+// SDK client speaking 2026-07-28 discovers, its calls pass through with
+// resultType complete, and its second call is served ahead.
+func TestNewEraStdio(t *testing.T) {
+	r := newRig(t, rigOptions{predictor: readAfterList})
+	ct, st := mcp.NewInMemoryTransports()
+	done := make(chan error, 1)
+	ctx, cancel := contextWithCancel(t)
+	go func() { done <- r.proxy.Serve(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "2"}, &mcp.ClientOptions{Logger: slog.New(slog.DiscardHandler)}).
+		Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: newEraVersion})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	if got := cs.InitializeResult().ProtocolVersion; got != newEraVersion {
+		t.Errorf("protocol version %q, want %s", got, newEraVersion)
+	}
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Tools == nil || caps.Prompts == nil {
+		t.Errorf("capabilities %+v, want the upstream's", caps)
+	}
+	call(t, cs, "list", map[string]any{})
+	res, src := call(t, cs, "read", map[string]any{"name": "a.txt"})
+	if text(res) != "alpha" || (src != "reused" && src != "promoted") {
+		t.Errorf("the predicted read = %q (%s), want alpha, reused or promoted", text(res), src)
+	}
+	if res.NeedsInput() {
+		t.Errorf("a complete result reads as input_required")
+	}
+	if rr, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "test://motd"}); err != nil || rr.Contents[0].Text != "be kind" {
+		t.Errorf("resources/read = %+v, %v", rr, err)
+	}
+}
+
+// TestNewEraOlderHTTPUpstream: a 2026-07-28 agent through ahead to an HTTP
+// upstream that keeps sessions: the agent's _meta about its own hop
+// (protocol version, identity, capabilities) is not forwarded, so the
+// upstream, reached with the handshake, serves its calls.
+func TestNewEraOlderHTTPUpstream(t *testing.T) {
+	ts := &testServer{}
+	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return ts.newServer(&files{data: map[string]string{"a.txt": "alpha"}, reads: map[string]int{}})
+	}, &mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
+	t.Cleanup(upstream.Close)
+	p, err := New(&Options{Upstreams: []Upstream{{Name: "fs", URL: upstream.URL}}, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(&engine.Options{Backends: p.Backends(), Route: p.Route, Logger: slog.New(slog.DiscardHandler)})
+	p.Attach(eng)
+	front := httptest.NewServer(p.Handler())
+	t.Cleanup(func() {
+		front.Close()
+		p.Close()
+		eng.Close()
+	})
+	cs := newEraClient(t, front.URL, newEraVersion, http.Header{SessionHeader: {"run"}})
+	if res, _ := call(t, cs, "read", map[string]any{"name": "a.txt"}); text(res) != "alpha" {
+		t.Errorf("read = %q, want alpha", text(res))
+	}
+	pr, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "ada"}})
+	if err != nil || len(pr.Messages) != 1 {
+		t.Errorf("prompts/get = %+v, %v", pr, err)
 	}
 }

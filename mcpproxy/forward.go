@@ -83,6 +83,11 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 		return s.listPrompts(ctx)
 	case "prompts/get":
 		params := req.GetParams().(*mcp.GetPromptParams)
+		if m := hopMeta(params.Meta); len(m) != len(params.Meta) {
+			cp := *params
+			cp.Meta = m
+			params = &cp
+		}
 		defer s.begin(ctx, params.GetProgressToken())()
 		cs, err := s.promptOwner(ctx, params.Name)
 		if err != nil {
@@ -95,6 +100,11 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 		return s.listTemplates(ctx)
 	case "resources/read":
 		params := req.GetParams().(*mcp.ReadResourceParams)
+		if m := hopMeta(params.Meta); len(m) != len(params.Meta) {
+			cp := *params
+			cp.Meta = m
+			params = &cp
+		}
 		defer s.begin(ctx, params.GetProgressToken())()
 		cs, err := s.resourceOwner(ctx, params.URI)
 		if err != nil {
@@ -133,6 +143,11 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 		return &emptyResult{}, nil
 	case "completion/complete":
 		params := req.GetParams().(*mcp.CompleteParams)
+		if m := hopMeta(params.Meta); len(m) != len(params.Meta) {
+			cp := *params
+			cp.Meta = m
+			params = &cp
+		}
 		cs, err := s.completionOwner(ctx, params)
 		if err != nil {
 			return nil, err
