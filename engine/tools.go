@@ -18,7 +18,7 @@ import (
 // as a line of kind trace.KindTools and given to the predictor if it reads
 // definitions (predict.Declarer), whose predictions are speculated on as
 // a message's are; the same declaration again (agents send their tools
-// with every model request) costs a digest and nothing else.
+// with every model request) costs a digest of it and nothing else.
 func (e *Engine) Tools(ctx context.Context, sessionID, from string, defs []trace.ToolDef) error {
 	switch from {
 	case trace.FromMCP, trace.FromOpenAI, trace.FromAnthropic, trace.FromHTTP:
@@ -28,20 +28,32 @@ func (e *Engine) Tools(ctx context.Context, sessionID, from string, defs []trace
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	defs = trace.BoundTools(defs)
+	// The declaration as given is what is compared: agents resend the
+	// same tools with every request, and the same ones cost a digest, not
+	// a bounding (which compacts every schema, and is done outside the
+	// lock).
 	digest := trace.ToolsDigest(defs)
 	now := time.Now()
+	var bounded bool
 	e.lock()
-	if e.st.closed {
+	for {
+		if e.st.closed {
+			e.unlock()
+			return ErrClosed
+		}
+		if d, ok := e.sessionLocked(e.resolveLocked(sessionID), now).declared[from]; ok && d == digest {
+			e.unlock()
+			return nil
+		}
+		if bounded {
+			break
+		}
 		e.unlock()
-		return ErrClosed
+		defs, bounded = trace.BoundTools(defs), true
+		e.lock()
 	}
 	sessionID = e.resolveLocked(sessionID)
 	s := e.sessionLocked(sessionID, now)
-	if d, ok := s.declared[from]; ok && d == digest {
-		e.unlock()
-		return nil
-	}
 	s, err := e.waitPredictedLocked(ctx, s, maxAfter, now)
 	if err != nil {
 		e.unlock()
