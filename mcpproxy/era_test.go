@@ -3,16 +3,21 @@ package mcpproxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -378,5 +383,88 @@ func TestNewEraOlderHTTPUpstream(t *testing.T) {
 	pr, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "ada"}})
 	if err != nil || len(pr.Messages) != 1 {
 		t.Errorf("prompts/get = %+v, %v", pr, err)
+	}
+}
+
+// TestNewEraTypeScript: the official TypeScript SDK v2 client, pinned to
+// 2026-07-28, over streamable HTTP: it gets the revision, tools, prompts and
+// resources pass through, and a run named by Ahead-Session and one named
+// only by a traceparent each get their second call served ahead, in
+// upstream state of their own (two runs at once).
+func TestNewEraTypeScript(t *testing.T) {
+	node, _ := testdeps(t)
+	script, err := filepath.Abs(filepath.Join("testdata", "tsclient.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := filepath.Abs(filepath.Join("..", "testdeps", "node_modules", "@modelcontextprotocol", "client", "dist", "index.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, rigOptions{predictor: readAfterList})
+	front := httptest.NewServer(r.proxy.Handler())
+	t.Cleanup(front.Close)
+	// a writes b.txt in its own state first: b must never see it.
+	a := newEraClient(t, front.URL, newEraVersion, http.Header{SessionHeader: {"ts-a"}})
+	call(t, a, "write", map[string]any{"name": "b.txt", "text": "only in a"})
+
+	type seen struct {
+		Version  string   `json:"version"`
+		Tools    []string `json:"tools"`
+		Prompt   string   `json:"prompt"`
+		Resource string   `json:"resource"`
+		List     struct{ Text, Source string }
+		Read     struct{ Text, Source string }
+		Mine     struct{ Text, Source string }
+	}
+	runs := map[string][]string{
+		"Ahead-Session": {"ts-a", ""},
+		"traceparent":   {"", "00-" + testTraceID + "-00f067aa0ba902b7-01"},
+	}
+	var wg sync.WaitGroup
+	results := make(map[string]seen)
+	var mu sync.Mutex
+	for name, args := range runs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, script, front.URL, args[0], args[1])
+			cmd.Env = append(os.Environ(), "MCP_CLIENT=file://"+client)
+			out, err := cmd.Output()
+			if err != nil {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				t.Errorf("%s: the TypeScript client: %v\n%s", name, err, stderr)
+				return
+			}
+			var s seen
+			if err := json.Unmarshal(out, &s); err != nil {
+				t.Errorf("%s: %v: %s", name, err, out)
+				return
+			}
+			mu.Lock()
+			results[name] = s
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for name, s := range results {
+		if s.Version != newEraVersion {
+			t.Errorf("%s: negotiated %q, want %s", name, s.Version, newEraVersion)
+		}
+		if !slices.Contains(s.Tools, "read") || s.Prompt != "hello ada" || s.Resource != "be kind" {
+			t.Errorf("%s: tools %v, prompt %q, resource %q", name, s.Tools, s.Prompt, s.Resource)
+		}
+		if s.Read.Text != "alpha" || (s.Read.Source != "reused" && s.Read.Source != "promoted") {
+			t.Errorf("%s: the read after list = %+v, want alpha, reused or promoted", name, s.Read)
+		}
+	}
+	if got := results["Ahead-Session"].Mine.Text; got != "only in a" {
+		t.Errorf("the run named ts-a reads b.txt = %q, want its own write", got)
+	}
+	if got := results["traceparent"].Mine.Text; got != "beta" {
+		t.Errorf("the traceparent run reads b.txt = %q, want beta (not ts-a's write)", got)
 	}
 }
