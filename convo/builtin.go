@@ -20,7 +20,9 @@ import (
 // traces (FitDefault; `ahead mine --default`), never naming one.
 // TestBuiltinNamesNothing checks it.
 
-//go:generate sh -c "go run ../cmd/ahead mine --default -o builtin.json ${AHEAD_TRACES:-../../shared/traces}/tau2-airline-retail-train-conv.jsonl.gz ${AHEAD_TRACES:-../../shared/traces}/minisweagent-train-conv.jsonl.gz"
+// go generate expands $VARS itself, so the traces' folder is the
+// project's: ../shared/traces beside the checkout (README, Measured).
+//go:generate go run ../cmd/ahead mine --default -o builtin.json ../../shared/traces/tau2-airline-retail-train-conv.jsonl.gz ../../shared/traces/minisweagent-train-conv.jsonl.gz
 
 //go:embed builtin.json
 var builtinJSON []byte
