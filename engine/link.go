@@ -114,8 +114,13 @@ func (e *Engine) Resolve(session string) string {
 	return e.resolveLocked(session)
 }
 
-// fold is a name Join folded away (from) and the session it stands for.
-type fold struct{ from, into string }
+// fold is a name Join folded away (from) and the session it stands for;
+// seq and step are where from's model stood then: what a call it had
+// emitted would have been recorded with (Offer).
+type fold struct {
+	from, into string
+	seq, step  int
+}
 
 // resolveLocked returns the session a name stands for: the session it was
 // folded into (Join), or the name itself.
@@ -142,7 +147,13 @@ func (e *Engine) foldLocked(from string, s *session) {
 		f.aliases, f.aliasBytes = nil, 0
 		e.resizeLocked(f)
 	}
-	e.st.folded[from] = e.st.folds.PushBack(&fold{from: from, into: s.id})
+	fd := &fold{from: from, into: s.id}
+	if f := e.st.sessions[from]; f != nil {
+		fd.seq, fd.step = f.emitAt()
+	} else {
+		fd.step = 1 // as a session Offer makes: its first step
+	}
+	e.st.folded[from] = e.st.folds.PushBack(fd)
 	s.aliases = append(s.aliases, from)
 	s.aliasBytes += aliasSize(from)
 	for e.st.folds.Len() > e.opts.MaxSessions {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -162,6 +163,50 @@ func TestOfferRecordsEmittedCalls(t *testing.T) {
 		ev := rec.evs[0]
 		if ev.Kind != trace.KindEmitted || ev.Tool != "read" || string(ev.Args) != `{"path":"a"}` || ev.CallID != "call_a" || ev.Step != 1 {
 			t.Errorf("recorded %+v", ev)
+		}
+	})
+}
+
+// TestOfferFoldedRecordsWhereEmitted: a response's calls are emitted
+// lines of the session its request was sent in, however late its parser
+// offers them: one offered after the agent's call folded that session
+// into the tool side's is recorded as the name stood then, not at the
+// tool session's next seq (the gateway test's flake under load); it is
+// still speculated for the tool session.
+func TestOfferFoldedRecordsWhereEmitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := map[string]int{}
+		rec := &memRecorder{}
+		eng := engine.New(&engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: slowTools(time.Second, runs)}},
+			Policy:   readsPolicy(),
+			Recorder: rec,
+		})
+		defer eng.Close()
+		ctx := t.Context()
+		for range 2 {
+			if _, err := eng.Call(ctx, "tools", "list", json.RawMessage(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eng.Offer("llm-1", 0, streamRead("a"))
+		eng.Join("llm-1", "tools")
+		eng.Offer("llm-1", 1, streamRead("b")) // the same response, parsed late
+		time.Sleep(2 * time.Second)
+		if res, err := eng.Call(ctx, "tools", "read", json.RawMessage(`{"path":"b"}`)); err != nil || res.Source != engine.Reused {
+			t.Errorf("the late offer's read: %v, %v; want reused in the tool session", res.Source, err)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var got []string
+		for _, ev := range rec.evs {
+			if ev.Kind == trace.KindEmitted {
+				got = append(got, fmt.Sprintf("%s %d/%d %s", ev.Session, ev.Seq, ev.Step, ev.Args))
+			}
+		}
+		want := []string{`llm-1 0/1 {"path":"a"}`, `llm-1 0/1 {"path":"b"}`}
+		if !slices.Equal(got, want) {
+			t.Errorf("emitted lines %q, want %q", got, want)
 		}
 	})
 }

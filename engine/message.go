@@ -104,10 +104,12 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 		return true
 	}
 	now := time.Now()
-	if id := e.resolveLocked(sessionID); id != sessionID {
+	var folded *fold
+	if el := e.st.folded[sessionID]; el != nil {
 		// A name folded away (Join): its seqs counted another session's
 		// calls, so the offer is for whatever call comes next.
-		sessionID, seq = id, NextCall
+		folded = el.Value.(*fold)
+		sessionID, seq = folded.into, NextCall
 	}
 	s, ok := e.st.sessions[sessionID]
 	if ok && seq >= 0 && s.seq > seq && s.stepSeq >= seq {
@@ -122,11 +124,18 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 	if !ok {
 		s = e.sessionLocked(sessionID, now)
 	}
-	next, step := s.seq, s.step
-	if s.inflight == 0 {
-		step++ // the step these calls will make
-	}
+	next, step := s.emitAt()
 	if record {
+		// Recorded where the model asked for them: in a name folded away
+		// since its request was sent (the agent's call linked it while
+		// the response was still parsed), as the name stood then, so
+		// that a response's calls are the lines of one session however
+		// far behind the stream its parser is; from the link on, requests
+		// are sent in the session it was folded into.
+		at, atSeq, atStep := sessionID, next, step
+		if folded != nil {
+			at, atSeq, atStep = folded.from, folded.seq, folded.step
+		}
 		for _, p := range preds {
 			if p.Origin != predict.OriginStream {
 				continue
@@ -136,7 +145,7 @@ func (e *Engine) Offer(sessionID string, seq int, preds []predict.Prediction) bo
 				continue // not a call anyone could make: arguments that are not an object
 			}
 			e.recordLocked(trace.Event{
-				Kind: trace.KindEmitted, Session: sessionID, Seq: next, Step: step,
+				Kind: trace.KindEmitted, Session: at, Seq: atSeq, Step: atStep,
 				Tool: p.Tool, Args: json.RawMessage(key.Args), CallID: p.CallID, TS: now.UTC().Format(time.RFC3339Nano),
 			})
 		}

@@ -91,6 +91,17 @@ func (s *session) beginLocked(now time.Time) (think time.Duration, heard bool) {
 	return think, heard
 }
 
+// emitAt is where a call the session's model emits now stands: the seq of
+// the call it comes before, and the step it will make (the current one
+// while calls are in flight, else the next).
+func (s *session) emitAt() (seq, step int) {
+	step = s.step
+	if s.inflight == 0 {
+		step++
+	}
+	return s.seq, step
+}
+
 // entry is one speculative execution and, once done, its result.
 type entry struct {
 	key     callkey.Key
