@@ -190,6 +190,7 @@ func TestOfferFoldedRecordsWhereEmitted(t *testing.T) {
 			}
 		}
 		eng.Offer("llm-1", 0, streamRead("a"))
+		time.Sleep(2 * time.Second) // read a has run (slowTools counts unlocked)
 		eng.Join("llm-1", "tools")
 		eng.Offer("llm-1", 1, streamRead("b")) // the same response, parsed late
 		time.Sleep(2 * time.Second)
