@@ -360,7 +360,9 @@ var conformanceServer = sync.OnceValues(func() (string, error) {
 // completion and DNS rebinding protection all have to pass through.
 func TestE2EConformance(t *testing.T) {
 	node, bin := testdeps(t)
-	suite := filepath.Join(bin, "conformance")
+	// The stable suite (testdeps also pins conformance-2026, whose
+	// executable takes the name conformance).
+	suite := filepath.Join(bin, "..", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	if _, err := os.Stat(suite); err != nil {
 		missing(t, "@modelcontextprotocol/conformance")
 	}

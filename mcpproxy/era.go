@@ -322,7 +322,10 @@ func completed[T any, P interface {
 	return out
 }
 
-// completeResult marks a forwarded result complete for a new-era client.
+// completeResult marks a forwarded result complete for a new-era client,
+// and gives a result that carries cache hints a scope (2026-07-28 requires
+// one: "public", the protocol's default, when neither ahead nor the
+// upstream says; ttlMs 0 then says it is stale at once).
 func completeResult(res mcp.Result) mcp.Result {
 	switch r := res.(type) {
 	case *mcp.CallToolResult:
@@ -330,9 +333,33 @@ func completeResult(res mcp.Result) mcp.Result {
 	case *mcp.GetPromptResult:
 		return completed(r, completePrompt)
 	case *mcp.ReadResourceResult:
-		return completed(r, completeRead)
+		out := completed(r, completeRead)
+		if out.CacheScope == "" {
+			if out == r {
+				cp := *r
+				out = &cp
+			}
+			out.CacheScope = "public"
+		}
+		return out
+	case *mcp.ListPromptsResult:
+		scoped(&r.Cacheable)
+	case *mcp.ListResourcesResult:
+		scoped(&r.Cacheable)
+	case *mcp.ListResourceTemplatesResult:
+		scoped(&r.Cacheable)
+	case *mcp.ListToolsResult:
+		scoped(&r.Cacheable)
 	}
 	return res
+}
+
+// scoped gives cache hints ahead built a scope (the lists are ahead's own
+// results, built for this request).
+func scoped(c *mcp.Cacheable) {
+	if c.CacheScope == "" {
+		c.CacheScope = "public"
+	}
 }
 
 // mergeCache folds an upstream's cache hints into the merged listing's:

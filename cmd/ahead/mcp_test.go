@@ -333,15 +333,23 @@ func TestServeMCPConformance(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(bin, "conformance"), "server",
-		"--url", url+"/mcp", "--spec-version", "2025-11-25", "-o", t.TempDir())
-	cmd.Dir = t.TempDir()
-	out, err := cmd.CombinedOutput()
-	m := conformanceTotal.FindSubmatch(out)
-	if err != nil || m == nil || string(m[2]) != "0" || string(m[1]) == "0" {
-		t.Fatalf("conformance against ahead serve: %v\n%s", err, out)
+	// Each revision with the suite that has its scenarios: the stable
+	// one (2025-11-25), and the one pinned as conformance-2026 (an alpha:
+	// the stable suite has no 2026-07-28 scenarios), on one endpoint.
+	for _, run := range []struct{ suite, version string }{
+		{filepath.Join("@modelcontextprotocol", "conformance"), "2025-11-25"},
+		{"conformance-2026", "2026-07-28"},
+	} {
+		cmd := exec.CommandContext(ctx, node, filepath.Join(bin, "..", run.suite, "dist", "index.js"), "server",
+			"--url", url+"/mcp", "--spec-version", run.version, "-o", t.TempDir())
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		m := conformanceTotal.FindSubmatch(out)
+		if err != nil || m == nil || string(m[2]) != "0" || string(m[1]) == "0" {
+			t.Fatalf("conformance %s against ahead serve: %v\n%s", run.version, err, out)
+		}
+		t.Logf("conformance %s against ahead serve: %s passed, 0 failed", run.version, m[1])
 	}
-	t.Logf("conformance against ahead serve: %s passed, 0 failed", m[1])
 }
 
 // mcpSession runs ahead mcp in-process with args and connects an agent to
