@@ -163,10 +163,7 @@ func newModeResult(m Mode, sessions []trace.Session, rs []*sessionResult, st eng
 		if r.Origins == nil {
 			r.Origins = make(map[string]httpapi.OriginStats)
 		}
-		r.Origins[string(o)] = httpapi.OriginStats{
-			Offered: os.Offered, Started: os.Started, Reused: os.Reused, Promoted: os.Promoted,
-			Wasted: os.Wasted, SavedMS: traceMS(os.Saved), WastedMS: traceMS(os.WastedTime),
-		}
+		r.Origins[string(o)] = httpapi.NewOriginStats(os, traceMS)
 	}
 	r.Wasted = max(0, st.SpecStarted-st.Outcomes[engine.OutcomeReused]-st.Outcomes[engine.OutcomePromoted]-st.Outcomes[engine.OutcomeWarmed])
 	if st.Calls > 0 {

@@ -44,7 +44,9 @@ func (s origins) String() string {
 }
 
 // OriginStats counts what one origin of predictions led to. An execution
-// predicted by several origins counts for each of them.
+// predicted by several origins counts for each of them. Reports show it
+// in milliseconds, as httpapi.NewOriginStats makes it (/v1/stats, ahead
+// bench's modes).
 type OriginStats struct {
 	// Offered counts predictions that passed the policy and became a
 	// speculative entry or joined one.

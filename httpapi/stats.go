@@ -122,8 +122,9 @@ type FleetLearningStats struct {
 }
 
 // OriginStats is what the predictions of one origin led to, as reports
-// show it (/v1/stats, and each mode of ahead bench): engine.OriginStats in
-// milliseconds.
+// show it (/v1/stats, and each mode of ahead bench): engine.OriginStats,
+// the engine's counter, in milliseconds. It is only ever made from one by
+// NewOriginStats, so that the two cannot drift apart.
 type OriginStats struct {
 	Offered  int64   `json:"offered"`
 	Started  int64   `json:"started"`
@@ -132,6 +133,13 @@ type OriginStats struct {
 	Wasted   int64   `json:"wasted"`
 	SavedMS  float64 `json:"saved_ms"`
 	WastedMS float64 `json:"wasted_ms"`
+}
+
+// NewOriginStats is the report form of the engine's counter, its durations
+// in milliseconds as ms converts them (ahead bench: of trace time).
+func NewOriginStats(st engine.OriginStats, ms func(time.Duration) float64) OriginStats {
+	return OriginStats{Offered: st.Offered, Started: st.Started, Reused: st.Reused, Promoted: st.Promoted,
+		Wasted: st.Wasted, SavedMS: ms(st.Saved), WastedMS: ms(st.WastedTime)}
 }
 
 // ToolStats are one tool's figures in Stats.
@@ -176,8 +184,7 @@ func NewStats(st engine.Stats) Stats {
 		if out.Origins == nil {
 			out.Origins = make(map[string]OriginStats, len(st.Origins))
 		}
-		out.Origins[string(o)] = OriginStats{Offered: os.Offered, Started: os.Started, Reused: os.Reused, Promoted: os.Promoted,
-			Wasted: os.Wasted, SavedMS: ms(os.Saved), WastedMS: ms(os.WastedTime)}
+		out.Origins[string(o)] = NewOriginStats(os, ms)
 	}
 	for name, t := range st.Tools {
 		out.Tools[name] = ToolStats{
