@@ -333,6 +333,7 @@ engine: {spec_budget: 4, ttl: 60s, idle_timeout: 10m}
 		t.Fatal(err)
 	}
 	var got []string
+	origins := map[string]int{}
 	for ev, err := range trace.NewReader(nil).Events(files...) {
 		if err != nil {
 			t.Fatal(err)
@@ -340,8 +341,23 @@ engine: {spec_budget: 4, ttl: 60s, idle_timeout: 10m}
 		kind := ev.Source
 		if ev.Speculative {
 			kind = "speculative " + ev.Outcome
+			if ev.Origin != "" && ev.Origin != "pattern" {
+				// The built-in default speaks for the tools the pool
+				// does not know (it learns them as they are called):
+				// its guesses depend on when they are made beside the
+				// agent's writes, so they are checked apart: reads
+				// only, never reused here (each is invalidated by the
+				// next write).
+				origins[ev.Origin+" "+ev.Tool+" "+ev.Outcome]++
+				continue
+			}
 		}
 		got = append(got, ev.Tool+" "+kind)
+	}
+	for k := range origins {
+		if f := strings.Fields(k); f[1] != "search" && f[1] != "fetch" || f[2] != "invalidated" {
+			t.Errorf("a guess of the built-in default: %q (%d), want reads of the tool server, invalidated by the writes", k, origins[k])
+		}
 	}
 	// The second result's fetch ran too (up to eight guesses per tool by
 	// default) and the shell call, a write, invalidated it.
