@@ -181,6 +181,22 @@ func (s *Split) Test(session string) (bool, error) {
 	return KeyBucket(k) < s.Holdout, nil
 }
 
+// Part returns the sessions of one part, in their order: the held-out
+// test part with test, else the train part. It reuses sessions' array.
+func (s *Split) Part(sessions []Session, test bool) ([]Session, error) {
+	kept := sessions[:0]
+	for _, ss := range sessions {
+		in, err := s.Test(ss.ID)
+		if err != nil {
+			return nil, err
+		}
+		if in == test {
+			kept = append(kept, ss)
+		}
+	}
+	return kept, nil
+}
+
 // KeyBucket maps a key to a stable number in [0, 1) (FNV-1a, 64 bits).
 func KeyBucket(key string) float64 {
 	h := fnv.New64a()

@@ -4,8 +4,38 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 )
+
+func TestSplitPart(t *testing.T) {
+	s := &Split{Holdout: 0.5}
+	var all []Session
+	for i := range 40 {
+		all = append(all, Session{ID: fmt.Sprint("s", i)})
+	}
+	test, err := s.Part(slices.Clone(all), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := s.Part(slices.Clone(all), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(test) == 0 || len(train) == 0 || len(test)+len(train) != len(all) {
+		t.Fatalf("parts of %d sessions: %d test, %d train", len(all), len(test), len(train))
+	}
+	for _, ss := range test {
+		if in, _ := s.Test(ss.ID); !in {
+			t.Errorf("%s in the test part, but Test says train", ss.ID)
+		}
+	}
+	for _, ss := range train {
+		if in, _ := s.Test(ss.ID); in {
+			t.Errorf("%s in the train part, but Test says test", ss.ID)
+		}
+	}
+}
 
 func TestSplit(t *testing.T) {
 	dir := t.TempDir()

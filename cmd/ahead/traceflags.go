@@ -88,17 +88,8 @@ func (f *traceFlags) load(e *env, paths []string) ([]trace.Session, trace.Stats,
 	if split == nil {
 		return sessions, r.Stats(), nil
 	}
-	kept := sessions[:0]
-	for _, s := range sessions {
-		test, err := split.Test(s.ID)
-		if err != nil {
-			return nil, r.Stats(), err
-		}
-		if test == (f.part == "test") {
-			kept = append(kept, s)
-		}
-	}
-	return kept, r.Stats(), nil
+	kept, err := split.Part(sessions, f.part == "test")
+	return kept, r.Stats(), err
 }
 
 func countCalls(sessions []trace.Session) int {
