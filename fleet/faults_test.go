@@ -63,7 +63,7 @@ type natsProcess struct {
 
 // startNATS starts a NATS server process on port (0: any) with its store
 // in dir; the test's cleanup stops it.
-func startNATS(t *testing.T, dir string, port int) *natsProcess {
+func startNATS(t testing.TB, dir string, port int) *natsProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "AHEAD_TEST_NATS_DIR="+dir, "AHEAD_TEST_NATS_PORT="+strconv.Itoa(port))

@@ -144,6 +144,10 @@ type Options struct {
 	// pings mark it down. 0 means 500 ms (nats.go's default of 2 min
 	// would leave a frozen server unnoticed for minutes).
 	PingInterval time.Duration
+	// ShareResults shares the results of tools marked shared (results.go):
+	// false means no results bucket, no lookups and no purges (a policy
+	// with no shared tool needs none).
+	ShareResults bool
 	// MaxResultBytes bounds the bucket of shared results (results.go),
 	// held in the server's memory; 0 means 32 MiB.
 	MaxResultBytes int64

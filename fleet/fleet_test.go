@@ -188,6 +188,7 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 		// out (a miss) or a write announced late (stale elsewhere until
 		// announced, as documented) is not what this test checks.
 		FenceTimeout:    cmp.Or(r.fence, 2*time.Second),
+		ShareResults:    r.mut.sharedGet,
 		AnnounceTimeout: cmp.Or(r.announce, 10*time.Second),
 		Logger:          slog.New(slog.DiscardHandler),
 	}

@@ -233,7 +233,12 @@ func (f *Fleet) restart() error {
 		return fail(fmt.Errorf("stream %s: %w", f.stream, err))
 	}
 	last := s.CachedInfo().State.LastSeq
-	kv, ks, kerr := f.ensureBucket(ctx)
+	var kv jetstream.KeyValue
+	var ks jetstream.Stream
+	var kerr error
+	if f.opts.ShareResults {
+		kv, ks, kerr = f.ensureBucket(ctx)
+	}
 	if kerr != nil {
 		// Results are then not shared; writes still are.
 		f.opts.Logger.Warn("fleet: results are not shared", "fleet", f.opts.Name, "err", kerr)

@@ -278,15 +278,31 @@ func (f *Fleet) Lookup(ctx context.Context, backend string, key callkey.Key, fp 
 	if kv == nil {
 		return engine.SharedResult{}, false
 	}
+	// The get runs beside the fence: what it finds is checked against
+	// the writes applied once the fence is done, whenever it was read.
+	type got struct {
+		e   jetstream.KeyValueEntry
+		err error
+	}
+	gctx, cancel := context.WithTimeout(ctx, f.opts.FenceTimeout)
+	defer cancel()
+	ch := make(chan got, 1)
+	if !f.spawn(func() {
+		e, err := kv.Get(gctx, f.resultKey(backend, key, fp))
+		ch <- got{e, err}
+	}) {
+		return engine.SharedResult{}, false
+	}
 	if err := f.Fence(ctx, backend); err != nil {
 		return engine.SharedResult{}, false
 	}
-	var e jetstream.KeyValueEntry
-	err := f.bounded(ctx, f.opts.FenceTimeout, func(ctx context.Context) error {
-		var err error
-		e, err = kv.Get(ctx, f.resultKey(backend, key, fp))
-		return err
-	})
+	var g got
+	select {
+	case g = <-ch:
+	case <-gctx.Done():
+		g.err = gctx.Err()
+	}
+	e, err := g.e, g.err
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			f.stats.sharedErrors.Add(1)

@@ -107,7 +107,7 @@ func TestSharedResultPurged(t *testing.T) {
 func benchFleetT(t *testing.T) *fleet.Fleet {
 	t.Helper()
 	f, err := fleet.Join(t.Context(), &fleet.Options{
-		Name: "t", Replica: "a", Backends: []string{"store"}, FenceTimeout: time.Second,
+		Name: "t", Replica: "a", Backends: []string{"store"}, FenceTimeout: time.Second, ShareResults: true,
 		Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()},
 	})
 	if err != nil {

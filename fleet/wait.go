@@ -16,19 +16,28 @@ func (f *Fleet) bounded(ctx context.Context, d time.Duration, fn func(context.Co
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	done := make(chan error, 1)
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	if !f.spawn(func() { done <- fn(ctx) }) {
 		return ErrClosed
 	}
-	// Started under the lock: Close waits for the group only once closed
-	// is set, so nothing is added to it after.
-	f.wg.Go(func() { done <- fn(ctx) })
-	f.mu.Unlock()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// spawn runs fn in a goroutine of the fleet's (Close waits for it), unless
+// the fleet is closed. fn must end promptly once its caller's context is
+// done.
+func (f *Fleet) spawn(fn func()) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	// Started under the lock: Close waits for the group only once closed
+	// is set, so nothing is added to it after.
+	f.wg.Go(fn)
+	return true
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ahead-dev/ahead/httpapi"
 	"github.com/ahead-dev/ahead/learn"
 	"github.com/ahead-dev/ahead/pattern"
+	"github.com/ahead-dev/ahead/policy"
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -24,7 +25,7 @@ import (
 // the backends whose state is shared, and says so in the log. The caller
 // builds the engine with it as Options.Fleet, then calls Start with the
 // engine, and closes it after the engine.
-func joinFleet(ctx context.Context, fc *config.Fleet, backends map[string]engine.Backend, reg prometheus.Registerer, logger *slog.Logger) (*fleet.Fleet, error) {
+func joinFleet(ctx context.Context, fc *config.Fleet, backends map[string]engine.Backend, pol *policy.Policy, reg prometheus.Registerer, logger *slog.Logger) (*fleet.Fleet, error) {
 	if fc == nil {
 		return nil, nil
 	}
@@ -38,6 +39,7 @@ func joinFleet(ctx context.Context, fc *config.Fleet, backends map[string]engine
 		URL:             fc.URL,
 		Name:            fc.Name,
 		Backends:        shared,
+		ShareResults:    sharesResults(pol),
 		FenceTimeout:    fc.FenceTimeout,
 		AnnounceTimeout: fc.AnnounceTimeout,
 		MaxBytes:        fc.MaxBytes,
@@ -135,4 +137,26 @@ func (rs recorders) Record(ev trace.Event) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sharesResults reports whether pol marks a tool shared (a pure function),
+// whose results the fleet then shares (its results bucket).
+func sharesResults(pol *policy.Policy) bool {
+	if pol == nil {
+		return false
+	}
+	if pol.Default.Shared {
+		return true
+	}
+	for _, t := range pol.Tools {
+		if t.Shared {
+			return true
+		}
+	}
+	for _, g := range pol.Globs {
+		if g.Tool.Shared {
+			return true
+		}
+	}
+	return false
 }

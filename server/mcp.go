@@ -144,7 +144,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	}
 	// The fleet first: the pool may learn with it (one session per
 	// process is where learning together pays most).
-	fl, err := joinFleet(ctx, cfg.Fleet, proxy.Backends(), nil, o.Logger)
+	fl, err := joinFleet(ctx, cfg.Fleet, proxy.Backends(), pol, nil, o.Logger)
 	if err != nil {
 		return errors.Join(err, closeMCP(nil, proxy, nil, rec))
 	}

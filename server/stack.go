@@ -96,7 +96,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	}
 	// The fleet is joined once every backend is known (its shared ones are
 	// fenced), and before the pool is loaded (it may learn with the fleet).
-	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, st.reg, logger); err != nil {
+	if st.fleet, err = joinFleet(ctx, cfg.Fleet, st.backends, pol, st.reg, logger); err != nil {
 		return nil, err
 	}
 	if st.learning, err = learnWithFleet(ctx, st.fleet, cfg.Fleet, cfg.Patterns); err != nil {
