@@ -38,7 +38,7 @@ type SharedResult struct {
 // front-specific form (backend.Response.Raw, an MCP upstream's whole
 // result) stay with their replica: only an Output travels.
 type ResultSharer interface {
-	Mark() (Mark, bool)
+	Mark(ctx context.Context) (Mark, bool)
 	Share(backend string, key callkey.Key, r SharedResult, mark Mark)
 	Lookup(ctx context.Context, backend string, key callkey.Key, fp policy.Footprint) (SharedResult, bool)
 }

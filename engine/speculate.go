@@ -479,7 +479,7 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	var mark Mark
 	marked := false
 	if e.sharer != nil && en.sess == nil && err == nil && !resp.IsError && resp.Raw == nil {
-		mark, marked = e.sharer.Mark()
+		mark, marked = e.sharer.Mark(ctx)
 	}
 	var share *SharedResult
 

@@ -146,6 +146,8 @@ type replicas struct {
 	// announce is the replicas' AnnounceTimeout; 0 means 10 s. fence is
 	// their FenceTimeout; 0 means 2 s.
 	announce, fence time.Duration
+	// writeOneIn: one step in writeOneIn is a write; 0 means 4.
+	writeOneIn int
 }
 
 type replica struct {
@@ -279,7 +281,7 @@ func (r *replicas) run(t *testing.T, sessions, steps, keys, parallel int, seed u
 		ids[i] = fmt.Sprintf("s%d-%d", seed, i)
 		sc := make([]op, steps)
 		for j := range sc {
-			sc[j] = op{write: rng.IntN(4) == 0, key: fmt.Sprint("k", rng.IntN(keys))}
+			sc[j] = op{write: rng.IntN(cmp.Or(r.writeOneIn, 4)) == 0, key: fmt.Sprint("k", rng.IntN(keys))}
 		}
 		r.oracle.scripts[ids[i]] = sc
 	}

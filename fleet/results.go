@@ -206,8 +206,14 @@ func (f *Fleet) ensureBucket(ctx context.Context) (jetstream.KeyValue, jetstream
 
 // Mark returns the point of the invalidation stream this replica has
 // applied, to be read before the engine checks that a result is still
-// valid (engine.ResultSharer); ok is false while it is not caught up.
-func (f *Fleet) Mark() (engine.Mark, bool) {
+// valid (engine.ResultSharer); ok is false while it is not caught up. It
+// fences first (joining the replica's shared fence), so that the mark is
+// the stream's end rather than how far this replica's consumer lags: a
+// reader refuses a result if any write it applied came after the mark.
+func (f *Fleet) Mark(ctx context.Context) (engine.Mark, bool) {
+	if len(f.opts.Backends) == 0 || f.Fence(ctx, f.opts.Backends[0]) != nil {
+		return engine.Mark{}, false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.synced || f.res.kv == nil {

@@ -22,7 +22,11 @@ func TestSharedResultsDifferential(t *testing.T) {
 		sessions = 450
 	}
 	r := startReplicas(t, 3, mutant{sharedGet: true}, "")
-	out := r.run(t, sessions, 6, 3, 24, 5, nil)
+	// Fewer writes than the other tests (one step in 8, on 8 keys), so
+	// that enough results survive from their put to a read on another
+	// replica under -race too.
+	r.writeOneIn = 8
+	out := r.run(t, sessions, 6, 8, 24, 5, nil)
 	var hits, puts, refused, purges int64
 	for i := range r.slots {
 		st := r.slots[i].Load().f.Stats()
@@ -42,7 +46,8 @@ func TestSharedResultsDifferential(t *testing.T) {
 
 	t.Run("no result check", func(t *testing.T) {
 		r := startReplicas(t, 3, mutant{sharedGet: true, noResultCheck: true}, "")
-		out := r.run(t, sessions, 6, 3, 24, 6, nil)
+		r.writeOneIn = 8
+		out := r.run(t, sessions, 6, 8, 24, 6, nil)
 		t.Logf("%d calls: %d reused, %d stale", out.calls, out.reused, out.stale)
 		if out.stale == 0 {
 			t.Error("reusing shared results unchecked left every read fresh: the differential test cannot see that rule")
@@ -67,7 +72,7 @@ func TestSharedResultPurged(t *testing.T) {
 					t.Fatal(err)
 				}
 				fp := get.Footprint(args(k))
-				mark, ok := f.Mark()
+				mark, ok := f.Mark(ctx)
 				if !ok {
 					t.Fatal("no mark with the fleet up")
 				}
