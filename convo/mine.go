@@ -318,45 +318,24 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 				cs.sessions++
 			}
 		}
-		var v string
-		switch {
-		case len(raw) > 0 && raw[0] == '"':
-			a.Kinds["string"]++
-			if json.Unmarshal(raw, &v) != nil {
-				continue
-			}
-		case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
-			a.Kinds["number"]++
-			v = string(raw)
-		default:
-			a.Kinds["other"]++
-			continue
+		v, kind, ok := scalar(raw)
+		a.Kinds[kind]++
+		if ok {
+			tm.find(st, a, v)
 		}
-		tm.find(st, a, v)
 	}
 }
 
 // countSame counts whether two of a call's scalar argument values (as
 // candidates hash them) were equal.
 func (tm *tableMiner) countSame(t *ToolModel, args map[string]json.RawMessage, keys []string) {
-	hs := tm.hashes[:0]
-	for _, k := range keys {
-		raw := args[k]
-		if len(raw) == 0 || raw[0] == '{' || raw[0] == '[' {
-			continue
-		}
-		if h, ok := valueHash(raw); ok {
-			hs = append(hs, h)
-		}
-	}
-	tm.hashes = hs
-	if len(hs) < 2 {
-		return
-	}
-	slices.Sort(hs)
-	if len(slices.Compact(hs)) < len(hs) {
+	var same, ok bool
+	tm.hashes, same, ok = sameValues(tm.hashes, args, keys)
+	switch {
+	case !ok:
+	case same:
 		t.SameCalls++
-	} else {
+	default:
 		t.DistinctCalls++
 	}
 }
@@ -416,25 +395,6 @@ func (tm *tableMiner) latest(v string) (tokRef, []string) {
 		}
 	}
 	return best, bestTfs
-}
-
-// canonValue returns a value's canonical JSON, or false if it is not one
-// a model may keep as a constant (ISSUE-NOTES, privacy): numbers,
-// booleans and null, and strings (also inside arrays and objects) without
-// a digit, '@', '#' or an upper-case letter.
-func canonValue(raw json.RawMessage) (string, bool) {
-	var x any
-	if json.Unmarshal(raw, &x) != nil {
-		return "", false
-	}
-	if !keepable(x) {
-		return "", false
-	}
-	b, err := json.Marshal(x)
-	if err != nil || len(b) > 256 {
-		return "", false
-	}
-	return string(b), true
 }
 
 func keepable(x any) bool {
@@ -609,25 +569,6 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
 		}
 	}
 	return out
-}
-
-// valueHash returns the hash of a value as candidates hash it: a
-// string's text, a number's JSON.
-func valueHash(raw json.RawMessage) (uint64, bool) {
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return 0, false
-		}
-		return hashString(s), true
-	}
-	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return hashString(string(raw)), true
-	}
-	if c, ok := canonValue(raw); ok {
-		return hashString(c), true
-	}
-	return 0, false
 }
 
 // valueJSON returns the JSON of a value as candidates spell it.

@@ -138,45 +138,24 @@ func (s *seen) call(st *state, session string, ev trace.Event) {
 				}
 			}
 		}
-		var v string
-		switch {
-		case len(raw) > 0 && raw[0] == '"':
-			a.kinds["string"]++
-			if json.Unmarshal(raw, &v) != nil {
-				continue
-			}
-		case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
-			a.kinds["number"]++
-			v = string(raw)
-		default:
-			a.kinds["other"]++
-			continue
+		v, kind, ok := scalar(raw)
+		a.kinds[kind]++
+		if ok {
+			s.find(st, a, v)
 		}
-		s.find(st, a, v)
 	}
 }
 
 // countSame counts whether two of a call's scalar values were equal, as
 // tableMiner.countSame does.
 func (s *seen) countSame(t *seenTool, args map[string]json.RawMessage, keys []string) {
-	hs := s.hs[:0]
-	for _, k := range keys {
-		raw := args[k]
-		if len(raw) == 0 || raw[0] == '{' || raw[0] == '[' {
-			continue
-		}
-		if h, ok := valueHash(raw); ok {
-			hs = append(hs, h)
-		}
-	}
-	s.hs = hs
-	if len(hs) < 2 {
-		return
-	}
-	slices.Sort(hs)
-	if len(slices.Compact(hs)) < len(hs) {
+	var same, ok bool
+	s.hs, same, ok = sameValues(s.hs, args, keys)
+	switch {
+	case !ok:
+	case same:
 		t.same++
-	} else {
+	default:
 		t.distinct++
 	}
 }
