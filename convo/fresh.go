@@ -89,15 +89,7 @@ func (f *Fresh) sessionLocked(id string) *freshSession {
 	s := f.sessions[id]
 	if s == nil {
 		if len(f.sessions) >= f.opts.MaxSessions {
-			var oldest string
-			var at uint64
-			first := true
-			for k, o := range f.sessions {
-				if first || o.lastUse < at {
-					oldest, at, first = k, o.lastUse, false
-				}
-			}
-			delete(f.sessions, oldest)
+			delete(f.sessions, predict.LeastRecent(f.sessions, func(s *freshSession) uint64 { return s.lastUse }))
 		}
 		s = &freshSession{}
 		f.sessions[id] = s

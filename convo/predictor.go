@@ -91,15 +91,7 @@ func (p *Predictor) session(id string) *session {
 // it runs only when the bound is hit, which a working engine (it calls
 // Forget) rarely reaches.
 func (p *Predictor) evictLocked() {
-	var oldest string
-	var at uint64
-	first := true
-	for id, s := range p.sessions {
-		if first || s.lastUse < at {
-			oldest, at, first = id, s.lastUse, false
-		}
-	}
-	delete(p.sessions, oldest)
+	delete(p.sessions, predict.LeastRecent(p.sessions, func(s *session) uint64 { return s.lastUse }))
 }
 
 // Hear takes a message of the conversation as it became known (a system

@@ -131,15 +131,7 @@ func (p *Predictor) session(id string, create bool) *session {
 // evictLocked forgets the least recently active session (a scan: it runs
 // only at the bound, which an engine that calls Forget rarely reaches).
 func (p *Predictor) evictLocked() {
-	var oldest string
-	var at uint64
-	first := true
-	for id, s := range p.sessions {
-		if first || s.lastUse < at {
-			oldest, at, first = id, s.lastUse, false
-		}
-	}
-	delete(p.sessions, oldest)
+	delete(p.sessions, predict.LeastRecent(p.sessions, func(s *session) uint64 { return s.lastUse }))
 }
 
 // Declare takes the tools declared to a session and returns the
