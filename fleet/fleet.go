@@ -261,7 +261,7 @@ type Fleet struct {
 	res results // shared results (results.go)
 
 	// Mutations for tests (export_test.go): each removes one rule.
-	noPurge, noResultCheck bool
+	noPurge, noResultCheck, noPresence bool
 
 	mu      sync.Mutex // protects everything below
 	app     Applier

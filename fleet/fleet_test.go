@@ -103,6 +103,7 @@ type mutant struct {
 	*fleet.Fleet
 	noAnnounce, noFence, noDone bool
 	noPurge, noResultCheck      bool
+	noPresence                  bool
 	sharedGet                   bool
 }
 
@@ -148,6 +149,12 @@ type replicas struct {
 	announce, fence time.Duration
 	// writeOneIn: one step in writeOneIn is a write; 0 means 4.
 	writeOneIn int
+	// urls: replica i joins urls[i] when set (a proxy the test can cut),
+	// not url.
+	urls []string
+	// heartbeat and presence are the replicas' HeartbeatInterval and
+	// PresenceTTL; 0 means the defaults.
+	heartbeat, presence time.Duration
 }
 
 type replica struct {
@@ -159,6 +166,15 @@ type replica struct {
 // or on the server at url.
 func startReplicas(t *testing.T, n int, mut mutant, url string) *replicas {
 	t.Helper()
+	r := newReplicas(t, n, mut, url)
+	r.startAll(t)
+	return r
+}
+
+// newReplicas makes n replicas' slots (the test's cleanup stops the
+// replicas started in them), to be set up and started with startAll.
+func newReplicas(t *testing.T, n int, mut mutant, url string) *replicas {
+	t.Helper()
 	r := &replicas{st: &store{vers: map[string]int{}}, oracle: &oracle{scripts: map[string][]op{}},
 		url: url, mut: mut, slots: make([]atomic.Pointer[replica], n)}
 	t.Cleanup(func() {
@@ -169,13 +185,18 @@ func startReplicas(t *testing.T, n int, mut mutant, url string) *replicas {
 			}
 		}
 	})
-	for i := range n {
+	return r
+}
+
+// startAll starts every replica and waits until each is connected.
+func (r *replicas) startAll(t *testing.T) {
+	t.Helper()
+	for i := range r.slots {
 		r.start(t, i)
 	}
-	for i := range n {
+	for i := range r.slots {
 		waitConnected(t, r.slots[i].Load().f)
 	}
-	return r
 }
 
 // start starts replica i (again), and returns the one it replaced.
@@ -189,19 +210,24 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 		// Generous on a busy machine under -race: a fence that times
 		// out (a miss) or a write announced late (stale elsewhere until
 		// announced, as documented) is not what this test checks.
-		FenceTimeout:    cmp.Or(r.fence, 2*time.Second),
-		ShareResults:    r.mut.sharedGet,
-		AnnounceTimeout: cmp.Or(r.announce, 10*time.Second),
-		Logger:          slog.New(slog.DiscardHandler),
+		FenceTimeout:      cmp.Or(r.fence, 2*time.Second),
+		ShareResults:      r.mut.sharedGet,
+		AnnounceTimeout:   cmp.Or(r.announce, 10*time.Second),
+		Logger:            slog.New(slog.DiscardHandler),
+		HeartbeatInterval: r.heartbeat,
+		PresenceTTL:       r.presence,
 	}
-	if r.url == "" {
+	if i < len(r.urls) && r.urls[i] != "" {
+		o.URL = r.urls[i]
+	}
+	if o.URL == "" {
 		o.Embedded = &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}
 	}
 	f, err := fleet.Join(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.url == "" {
+	if r.url == "" && o.Embedded != nil {
 		r.url = f.URL()
 	}
 	m := r.mut
@@ -211,6 +237,9 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 	}
 	if m.noResultCheck {
 		fleet.SetNoResultCheck(f)
+	}
+	if m.noPresence {
+		fleet.SetNoPresence(f)
 	}
 	eo := &engine.Options{
 		Backends:  map[string]engine.Backend{"store": {Backend: r.st.backend()}},

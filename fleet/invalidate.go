@@ -72,7 +72,7 @@ func (f *Fleet) Fence(ctx context.Context, backend string) error {
 		f.stats.fenceDown.Add(1)
 		return ErrDown
 	}
-	if f.missingLocked(time.Now()) {
+	if !f.noPresence && f.missingLocked(time.Now()) {
 		f.mu.Unlock()
 		f.stats.fenceAbsent.Add(1)
 		return ErrAbsent
