@@ -174,7 +174,7 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 	}
 
 	if cfg.Fleet != nil {
-		checkFleet(ctx, cfg.Fleet, o.Timeout, add)
+		checkFleet(ctx, cfg.Fleet, cfg.Patterns != nil && cfg.Patterns.Learn, o.Timeout, add)
 	}
 
 	checkModels(ctx, cfg, o, add)

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -12,9 +13,12 @@ import (
 )
 
 // checkFleet joins the fleet of fc as a replica would (creating its stream
-// if need be) and reports the stream, or, for an embedded server, checks
-// that its address is free and its store directory usable.
-func checkFleet(ctx context.Context, fc *config.Fleet, timeout time.Duration, add func(Severity, string, string, ...any)) {
+// if need be) and reports the stream; when the pool learns (learn), it
+// also takes its part in the fleet's learning as a replica would (creating
+// the trace stream and the pool store with a replica's bounds, which it
+// checks) and reports them. For an embedded server, it checks that its
+// address is free and its store directory usable.
+func checkFleet(ctx context.Context, fc *config.Fleet, learn bool, timeout time.Duration, add func(Severity, string, string, ...any)) {
 	if e := fc.Embedded; e != nil {
 		ln, err := net.Listen("tcp", e.Listen)
 		if err != nil {
@@ -50,4 +54,31 @@ func checkFleet(ctx context.Context, fc *config.Fleet, timeout time.Duration, ad
 	}
 	add(OK, "fleet", "joined %s; stream %s holds %d announcements (%d bytes; bounds %d bytes, %s)",
 		f.URL(), st.Name, st.Msgs, st.Bytes, st.MaxBytes, st.MaxAge)
+	if learn {
+		checkFleetLearning(ctx, f, fc, add)
+	}
+}
+
+// checkFleetLearning creates (or updates) the fleet's learning resources as
+// a replica whose pool learns does (server.learnWithFleet: the same
+// options), and reports them with their bounds.
+func checkFleetLearning(ctx context.Context, f *fleet.Fleet, fc *config.Fleet, add func(Severity, string, string, ...any)) {
+	lrn, err := f.Learning(ctx, &fleet.LearningOptions{ShareConversation: fc.ShareConversation})
+	if err != nil {
+		add(Fail, "fleet", "learning: %v", err)
+		return
+	}
+	defer lrn.Close()
+	st, err := lrn.State(ctx)
+	if err != nil {
+		add(Fail, "fleet", "learning: %v", err)
+		return
+	}
+	add(OK, "fleet", "trace stream %s holds %d lines (%d bytes; bounds %d bytes, %s)",
+		st.Traces.Name, st.Traces.Msgs, st.Traces.Bytes, st.Traces.MaxBytes, st.Traces.MaxAge)
+	pool := "no pool shared yet"
+	if st.Pool.Version > 0 {
+		pool = fmt.Sprintf("pool version %d (%d bytes) mined by %s at %s", st.Pool.Version, st.Pool.Bytes, st.Pool.Miner, st.Pool.Mined.UTC().Format(time.RFC3339))
+	}
+	add(OK, "fleet", "pool store %s holds %d bytes (bound %d bytes): %s", st.PoolStore, st.PoolStoreBytes, st.PoolStoreMax, pool)
 }

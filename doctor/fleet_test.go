@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,27 +31,46 @@ func TestCheckFleet(t *testing.T) {
 	}
 	down := ln2.Addr().String()
 	ln2.Close() // nothing listens there now
+	// A server whose store cannot hold the trace stream (256 MiB).
+	small, err := fleet.Join(t.Context(), &fleet.Options{Name: "small", Logger: slog.New(slog.DiscardHandler),
+		Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir(), MaxStore: 128 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
 	for _, tc := range []struct {
-		name string
-		fc   *config.Fleet
-		want string
+		name  string
+		fc    *config.Fleet
+		learn bool
+		want  []string
 	}{
-		{"joined", &config.Fleet{URL: srv.URL(), Name: "doc"}, "ok fleet joined " + srv.URL() + "; stream doc_invalidations holds 0 announcements"},
-		{"unreachable", &config.Fleet{URL: "nats://" + down}, "FAIL fleet fleet: connecting to nats://" + down},
-		{"embedded", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, "ok fleet embedded server's store"},
-		{"embedded busy", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: ln.Addr().String(), Dir: t.TempDir()}}, "FAIL fleet embedded server cannot listen on " + ln.Addr().String()},
+		{"joined", &config.Fleet{URL: srv.URL(), Name: "doc"}, false, []string{"ok fleet joined " + srv.URL() + "; stream doc_invalidations holds 0 announcements"}},
+		{"learning", &config.Fleet{URL: srv.URL(), Name: "doc"}, true, []string{
+			"ok fleet joined " + srv.URL(),
+			"ok fleet trace stream doc_traces holds 0 lines (0 bytes; bounds 268435456 bytes, 24h0m0s)",
+			"ok fleet pool store doc_pool holds 0 bytes (bound 135266304 bytes): no pool shared yet",
+		}},
+		{"learning refused", &config.Fleet{URL: small.URL(), Name: "small"}, true, []string{
+			"ok fleet joined " + small.URL(),
+			"FAIL fleet learning: fleet: creating stream small_traces",
+		}},
+		{"unreachable", &config.Fleet{URL: "nats://" + down}, false, []string{"FAIL fleet fleet: connecting to nats://" + down}},
+		{"embedded", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, false, []string{"ok fleet embedded server's store"}},
+		{"embedded busy", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: ln.Addr().String(), Dir: t.TempDir()}}, false, []string{"FAIL fleet embedded server cannot listen on " + ln.Addr().String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			checkFleet(t.Context(), tc.fc, 5*time.Second, func(s Severity, subject, format string, args ...any) {
+			checkFleet(t.Context(), tc.fc, tc.learn, 5*time.Second, func(s Severity, subject, format string, args ...any) {
 				got = append(got, s.String()+" "+subject+" "+fmt.Sprintf(format, args...))
 			})
-			found := false
-			for _, g := range got {
-				found = found || strings.HasPrefix(g, tc.want)
+			t.Logf("%q", got)
+			for _, want := range tc.want {
+				if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) }) {
+					t.Errorf("findings %q, want one starting %q", got, want)
+				}
 			}
-			if !found {
-				t.Errorf("findings %q, want one starting %q", got, tc.want)
+			if !tc.learn && slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, "trace stream") }) {
+				t.Errorf("findings %q: the trace stream checked for a pool that does not learn", got)
 			}
 		})
 	}

@@ -656,23 +656,3 @@ func encode(a announcement) []byte {
 	}
 	return data
 }
-
-// StreamState describes the invalidation stream, for checks (ahead doctor).
-type StreamState struct {
-	Name           string
-	Msgs, Bytes    uint64
-	MaxBytes       int64
-	MaxAge         time.Duration
-	FirstSeq, Last uint64
-}
-
-// Stream returns the invalidation stream's state, read from the server.
-func (f *Fleet) Stream(ctx context.Context) (StreamState, error) {
-	s, err := f.js.Stream(ctx, f.stream)
-	if err != nil {
-		return StreamState{}, fmt.Errorf("fleet: stream %s: %w", f.stream, err)
-	}
-	info := s.CachedInfo()
-	return StreamState{Name: f.stream, Msgs: info.State.Msgs, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes,
-		MaxAge: info.Config.MaxAge, FirstSeq: info.State.FirstSeq, Last: info.State.LastSeq}, nil
-}

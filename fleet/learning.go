@@ -195,10 +195,8 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 	l.pools, err = f.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      f.opts.Name + "_pool",
 		Description: "ahead: the pattern pool of fleet " + f.opts.Name,
-		// The new pool's chunks are written before the old one's are
-		// purged, and chunking adds a little.
-		MaxBytes: 2*o.MaxPoolBytes + 1<<20,
-		Storage:  jetstream.FileStorage,
+		MaxBytes:    poolStoreMax(o),
+		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fleet: creating the pool store: %w", err)
@@ -207,6 +205,10 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 	l.wg.Go(l.publisher)
 	return l, nil
 }
+
+// poolStoreMax bounds the pool store: the new pool's chunks are written
+// before the old one's are purged, and chunking adds a little.
+func poolStoreMax(o LearningOptions) int64 { return 2*o.MaxPoolBytes + 1<<20 }
 
 // register exposes the learning's state and counters on reg (nil:
 // nowhere).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ahead-dev/ahead/fleet"
 	"github.com/ahead-dev/ahead/learn"
@@ -107,5 +108,51 @@ func TestLearningBounds(t *testing.T) {
 	}
 	if _, fresh, _, err = l.Recent(t.Context(), mark); err != nil || fresh[0] != 2 {
 		t.Errorf("after the mark: fresh %v, %v; want none fresh (2)", fresh, err)
+	}
+}
+
+// TestLearningState: State reports the trace stream, the pool store and
+// the pool shared, and fails once another replica has set other bounds.
+func TestLearningState(t *testing.T) {
+	ctx := t.Context()
+	join := func(o *fleet.Options, lo *fleet.LearningOptions) (*fleet.Fleet, *fleet.Learning) {
+		f, err := fleet.Join(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		l, err := f.Learning(ctx, lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		return f, l
+	}
+	fa, a := join(&fleet.Options{Name: "lt", Replica: "a", Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, nil)
+	st, err := a.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Traces.Name != "lt_traces" || st.Traces.MaxBytes != 256<<20 || st.Traces.MaxAge != 24*time.Hour ||
+		st.PoolStore != "lt_pool" || st.PoolStoreMax != 2*64<<20+1<<20 || st.Pool.Version != 0 {
+		t.Errorf("state %+v, want the default bounds and no pool", st)
+	}
+	if !a.Lease(ctx) {
+		t.Fatal("could not take the free lease")
+	}
+	if err := a.Share(ctx, learn.EmptyPool(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = a.State(ctx); err != nil || st.Pool.Version != 1 || st.Pool.Miner != "a" || st.PoolStoreBytes == 0 {
+		t.Errorf("after sharing a pool: state %+v, %v; want version 1 by a", st, err)
+	}
+	// A replica with other bounds updates the stream: the first one's
+	// check fails, the other's succeeds.
+	_, b := join(&fleet.Options{Name: "lt", Replica: "b", URL: fa.URL()}, &fleet.LearningOptions{MaxBytes: 128 << 20})
+	if _, err := a.State(ctx); err == nil || !strings.Contains(err.Error(), "lt_traces is bounded by 134217728 bytes") {
+		t.Errorf("state after another replica set other bounds: %v, want an error naming them", err)
+	}
+	if _, err := b.State(ctx); err != nil {
+		t.Errorf("state of the replica that set the bounds: %v", err)
 	}
 }

@@ -1,0 +1,88 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamState describes one of the fleet's streams, for checks (ahead
+// doctor).
+type StreamState struct {
+	Name           string
+	Msgs, Bytes    uint64
+	MaxBytes       int64
+	MaxAge         time.Duration
+	FirstSeq, Last uint64
+}
+
+// Stream returns the invalidation stream's state, read from the server.
+func (f *Fleet) Stream(ctx context.Context) (StreamState, error) {
+	return f.streamState(ctx, f.stream)
+}
+
+func (f *Fleet) streamState(ctx context.Context, name string) (StreamState, error) {
+	s, err := f.js.Stream(ctx, name)
+	if err != nil {
+		return StreamState{}, fmt.Errorf("fleet: stream %s: %w", name, err)
+	}
+	info := s.CachedInfo()
+	return StreamState{Name: name, Msgs: info.State.Msgs, Bytes: info.State.Bytes, MaxBytes: info.Config.MaxBytes,
+		MaxAge: info.Config.MaxAge, FirstSeq: info.State.FirstSeq, Last: info.State.LastSeq}, nil
+}
+
+// LearningState describes the fleet's learning resources, for checks
+// (ahead doctor).
+type LearningState struct {
+	Traces StreamState // the trace stream
+	// PoolStore is the pool store's bucket; PoolStoreBytes what it holds,
+	// PoolStoreMax its bound.
+	PoolStore      string
+	PoolStoreBytes uint64
+	PoolStoreMax   int64
+	// Pool is the pool shared (zero when none is yet).
+	Pool PoolInfo
+}
+
+// State reads the trace stream and the pool store from the server, and
+// fails if their bounds are not those this replica set (Fleet.Learning):
+// another replica with other limits, or a server that changed them.
+func (l *Learning) State(ctx context.Context) (LearningState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var st LearningState
+	var err error
+	if st.Traces, err = l.f.streamState(ctx, l.stream); err != nil {
+		return st, err
+	}
+	if st.Traces.MaxBytes != l.opts.MaxBytes || st.Traces.MaxAge != l.opts.MaxAge {
+		return st, fmt.Errorf("fleet: stream %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
+			st.Traces.Name, st.Traces.MaxBytes, st.Traces.MaxAge, l.opts.MaxBytes, l.opts.MaxAge)
+	}
+	status, err := l.pools.Status(ctx)
+	if err != nil {
+		return st, fmt.Errorf("fleet: the pool store: %w", err)
+	}
+	st.PoolStore = status.Bucket()
+	// The store is a stream of its own (OBJ_BUCKET), where its bound is.
+	backing, err := l.f.streamState(ctx, "OBJ_"+status.Bucket())
+	if err != nil {
+		return st, err
+	}
+	st.PoolStoreBytes, st.PoolStoreMax = backing.Bytes, backing.MaxBytes
+	if want := poolStoreMax(l.opts); st.PoolStoreMax != want {
+		return st, fmt.Errorf("fleet: pool store %s is bounded by %d bytes on the server, want %d", st.PoolStore, st.PoolStoreMax, want)
+	}
+	info, err := l.pools.GetInfo(ctx, poolObject)
+	switch {
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+	case err != nil:
+		return st, fmt.Errorf("fleet: reading the pool store: %w", err)
+	default:
+		st.Pool = parseInfo(info)
+	}
+	return st, nil
+}
