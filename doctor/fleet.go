@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,8 @@ import (
 // also takes its part in the fleet's learning as a replica would (creating
 // the trace stream and the pool store with a replica's bounds, which it
 // checks) and reports them. For an embedded server, it checks that its
-// address is free and its store directory usable.
+// address is free, its store directory usable and, when the pool learns,
+// that max_store can hold the learning's streams.
 func checkFleet(ctx context.Context, fc *config.Fleet, learn bool, timeout time.Duration, add func(Severity, string, string, ...any)) {
 	if e := fc.Embedded; e != nil {
 		ln, err := net.Listen("tcp", e.Listen)
@@ -35,6 +37,14 @@ func checkFleet(ctx context.Context, fc *config.Fleet, learn bool, timeout time.
 			f.Close()
 			os.Remove(f.Name())
 			add(OK, "fleet", "embedded server's store %s is writable", e.Dir)
+		}
+		if learn {
+			need, bound := fleet.StoreBytes(nil), cmp.Or(e.MaxStore, fleet.DefaultMaxStore)
+			if bound < need {
+				add(Fail, "fleet", "embedded server's max_store (%d bytes) cannot hold the fleet's learning (trace stream, pool store and lease: %d bytes)", bound, need)
+			} else {
+				add(OK, "fleet", "embedded server's max_store (%d bytes) holds the fleet's learning (%d bytes)", bound, need)
+			}
 		}
 		return
 	}

@@ -56,6 +56,13 @@ func TestCheckFleet(t *testing.T) {
 		}},
 		{"unreachable", &config.Fleet{URL: "nats://" + down}, false, []string{"FAIL fleet fleet: connecting to nats://" + down}},
 		{"embedded", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, false, []string{"ok fleet embedded server's store"}},
+		{"embedded learning", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, true, []string{
+			fmt.Sprintf("ok fleet embedded server's max_store (%d bytes) holds the fleet's learning (%d bytes)", fleet.DefaultMaxStore, fleet.StoreBytes(nil)),
+		}},
+		{"embedded store too small", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir(), MaxStore: 256 << 20}}, true, []string{
+			"ok fleet embedded server's store",
+			"FAIL fleet embedded server's max_store (268435456 bytes) cannot hold the fleet's learning",
+		}},
 		{"embedded busy", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: ln.Addr().String(), Dir: t.TempDir()}}, false, []string{"FAIL fleet embedded server cannot listen on " + ln.Addr().String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

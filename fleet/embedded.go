@@ -9,6 +9,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// DefaultMaxStore bounds an embedded server's file store when
+// Embedded.MaxStore is 0.
+const DefaultMaxStore = 1 << 30
+
 // startEmbedded runs a NATS server with JetStream in this process,
 // listening where other replicas can join it, with explicit store limits.
 func startEmbedded(e *Embedded, name string) (*server.Server, error) {
@@ -32,7 +36,7 @@ func startEmbedded(e *Embedded, name string) (*server.Server, error) {
 	}
 	maxStore, maxMem := e.MaxStore, e.MaxMemory
 	if maxStore <= 0 {
-		maxStore = 1 << 30
+		maxStore = DefaultMaxStore
 	}
 	if maxMem <= 0 {
 		maxMem = 256 << 20

@@ -88,7 +88,8 @@ type Embedded struct {
 	Listen string
 	// Dir holds JetStream's store (it survives restarts). Required.
 	Dir string
-	// MaxStore bounds JetStream's file store; 0 means 1 GiB.
+	// MaxStore bounds JetStream's file store; 0 means DefaultMaxStore
+	// (1 GiB).
 	MaxStore int64
 	// MaxMemory bounds JetStream's memory store (the invalidation
 	// stream, the results bucket); 0 means 256 MiB.

@@ -185,7 +185,7 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 		Description:  "ahead: which replica of fleet " + f.opts.Name + " mines",
 		History:      1,
 		TTL:          o.LeaseTTL,
-		MaxBytes:     1 << 20,
+		MaxBytes:     leaseMaxBytes,
 		MaxValueSize: 1024,
 		Storage:      jetstream.FileStorage,
 	})

@@ -156,3 +156,27 @@ func TestLearningState(t *testing.T) {
 		t.Errorf("state of the replica that set the bounds: %v", err)
 	}
 }
+
+// TestStoreBytes: an embedded server whose file store is bounded by
+// StoreBytes holds the fleet's learning; one a MiB smaller refuses it.
+func TestStoreBytes(t *testing.T) {
+	need := fleet.StoreBytes(nil)
+	for _, tc := range []struct {
+		store int64
+		ok    bool
+	}{{need, true}, {need - 1<<20, false}} {
+		f, err := fleet.Join(t.Context(), &fleet.Options{Name: "sb", Replica: "a",
+			Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir(), MaxStore: tc.store}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := f.Learning(t.Context(), nil)
+		if (err == nil) != tc.ok {
+			t.Errorf("learning on a store of %d bytes (StoreBytes %d): %v, want success %v", tc.store, need, err, tc.ok)
+		}
+		if l != nil {
+			l.Close()
+		}
+		f.Close()
+	}
+}

@@ -86,3 +86,19 @@ func (l *Learning) State(ctx context.Context) (LearningState, error) {
 	}
 	return st, nil
 }
+
+// leaseMaxBytes bounds the lease bucket (one small key).
+const leaseMaxBytes = 1 << 20
+
+// StoreBytes is what the fleet's learning with opts (nil: the defaults)
+// takes of a server's file store, which JetStream reserves when the
+// streams are created: the trace stream, the lease bucket and the pool
+// store. An embedded server's MaxStore below it cannot hold them.
+func StoreBytes(opts *LearningOptions) int64 {
+	var o LearningOptions
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
+	return o.MaxBytes + leaseMaxBytes + poolStoreMax(o)
+}
