@@ -31,7 +31,8 @@ type MCPCommand struct {
 	Upstream *mcpproxy.Upstream
 	// Patterns is a pool file to predict from and learn into (the short
 	// form of the file's patterns; a file that does not exist yet starts
-	// empty); Off for none; "" keeps the file's.
+	// empty); Off for no predictor at all; "" keeps the file's, or
+	// without a file the built-in default learning in memory (InMemory).
 	Patterns string
 	// Policy is a speculation policy file; Off denies all; "" keeps the
 	// file's.
@@ -54,7 +55,7 @@ type MCPCommand struct {
 // the command's settings over them. Contradicting settings are a
 // *UsageError; a bad file or policy is the file's error.
 func (c *MCPCommand) Config() (*Config, error) {
-	cfg := &Config{TrustAnnotations: c.TrustAnnotations}
+	cfg := &Config{TrustAnnotations: c.TrustAnnotations, Patterns: InMemory()}
 	if c.Upstream != nil {
 		cfg.Upstreams = append(cfg.Upstreams, *c.Upstream)
 	}
@@ -93,7 +94,7 @@ func (c *MCPCommand) Config() (*Config, error) {
 	switch {
 	case c.Recent != "" && c.Traces != "":
 		return nil, &UsageError{"--recent and --traces: give one (with --traces the recordings are what the pool learns from)"}
-	case cfg.Patterns != nil && cfg.Patterns.Learn && cfg.Traces == nil && c.Recent != Off:
+	case cfg.Patterns != nil && cfg.Patterns.Pool != "" && cfg.Patterns.Learn && cfg.Traces == nil && c.Recent != Off:
 		cfg.Traces = RecentTraces(cfg.Patterns, c.Recent)
 	}
 	if len(cfg.Upstreams) == 0 {

@@ -47,6 +47,11 @@ func TestMCPCommand(t *testing.T) {
 	if cfg, err = (&config.MCPCommand{Upstream: up, Patterns: pool, Recent: config.Off}).Config(); err != nil || cfg.Traces != nil {
 		t.Errorf("--recent none: traces %+v, %v; want none", cfg.Traces, err)
 	}
+	// Without a pool (issue 24): the built-in default, learning in
+	// memory; nothing is kept on disk.
+	if cfg, err = (&config.MCPCommand{Upstream: up}).Config(); err != nil || cfg.Patterns == nil || cfg.Patterns.Pool != "" || !cfg.Patterns.Learn || cfg.Traces != nil {
+		t.Errorf("no pool: patterns %+v, traces %+v, %v; want in memory, nothing recorded", cfg.Patterns, cfg.Traces, err)
+	}
 	if cfg, err = (&config.MCPCommand{File: file, Patterns: config.Off, Policy: config.Off}).Config(); err != nil || cfg.Patterns != nil || cfg.Policy != nil {
 		t.Errorf("none: patterns %+v, policy %v, %v; want neither", cfg.Patterns, cfg.Policy, err)
 	}

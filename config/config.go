@@ -95,7 +95,10 @@ type Config struct {
 	// Speculator is the fast model asked for guesses; nil means none.
 	Speculator *Speculator
 
-	Patterns *Patterns      // nil: no predictor
+	// Patterns is the predictor's pool. A file without a patterns block
+	// gets InMemory (the built-in default, learning in memory); nil
+	// (`patterns: none`) means no predictor at all.
+	Patterns *Patterns
 	Traces   *Traces        // nil: nothing recorded
 	Backends []Backend      // in file order
 	Policy   *policy.Policy // nil: no speculation at all
@@ -114,7 +117,11 @@ type Config struct {
 
 // Patterns says where the pattern pool is and whether it learns.
 type Patterns struct {
-	Pool string // the pattern pool file (from ahead mine)
+	// Pool is the pattern pool file (from ahead mine); "" means none: the
+	// predictor starts from the built-in default and, with Learn, learns
+	// both parts (patterns and the conversation model) in memory,
+	// relearning every CheckpointEvery and writing nothing to disk.
+	Pool string
 	// Learn updates the pool's counts from live traffic and checkpoints
 	// them to Checkpoint every CheckpointEvery and at shutdown. The short
 	// form (patterns: FILE) learns into the pool file itself.
@@ -122,6 +129,13 @@ type Patterns struct {
 	Checkpoint      string
 	CheckpointEvery time.Duration
 	MaxPredictions  int // 0: the predictor's default
+}
+
+// InMemory is what a configuration without a patterns block predicts
+// with (issue 24: a fresh install predicts from its first session): no
+// pool file, the built-in default, learning in memory.
+func InMemory() *Patterns {
+	return &Patterns{Learn: true, CheckpointEvery: DefaultCheckpointEvery}
 }
 
 // Traces says where calls are recorded.
@@ -313,7 +327,7 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	var policyNode *yaml.Node
-	hasBackends, hasMCP := false, false
+	hasBackends, hasMCP, hasPatterns := false, false, false
 	var backendsNode *yaml.Node
 	p.Mapping(root, "", func(k, v *yaml.Node, f string) {
 		switch k.Value {
@@ -364,6 +378,7 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 		case "speculator":
 			c.Speculator = p.speculator(v, f)
 		case "patterns":
+			hasPatterns = true
 			c.Patterns = p.patterns(v, f)
 		case "traces":
 			c.Traces = p.traces(v, f)
@@ -388,6 +403,9 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 			p.Unknown(k, f, fieldsTop)
 		}
 	})
+	if !hasPatterns {
+		c.Patterns = InMemory()
+	}
 	if policyNode != nil {
 		pol, err := policy.FromNode(yamlnode.Resolve(policyNode), name)
 		p.Add(err)
@@ -421,10 +439,15 @@ var (
 		"max_bytes", "max_sessions", "sweep_interval"}
 )
 
-// patterns parses `patterns: FILE` or `patterns: {pool: FILE, ...}`.
+// patterns parses `patterns: FILE`, `patterns: {pool: FILE, ...}` or
+// `patterns: none` (nil: no predictor). Without pool (and checkpoint)
+// the mapping configures the in-memory predictor (InMemory).
 func (p *parser) patterns(n *yaml.Node, field string) *Patterns {
 	n = yamlnode.Resolve(n)
 	pc := &Patterns{Learn: true, CheckpointEvery: DefaultCheckpointEvery}
+	if n.Kind == yaml.ScalarNode && n.Value == Off {
+		return nil
+	}
 	if n.Kind == yaml.ScalarNode {
 		s, ok := p.path(n, field)
 		if !ok {
@@ -451,8 +474,8 @@ func (p *parser) patterns(n *yaml.Node, field string) *Patterns {
 			p.Unknown(k, f, fieldsPatterns)
 		}
 	})
-	if pc.Pool == "" {
-		p.Errorf(n, yamlnode.Join(field, "pool"), "missing: the pattern pool file (from ahead mine)")
+	if pc.Pool == "" && pc.Checkpoint != "" {
+		p.Errorf(n, yamlnode.Join(field, "pool"), "missing: the pattern pool file the checkpoint continues (a file that does not exist yet starts empty)")
 		return nil
 	}
 	if pc.Checkpoint == "" {

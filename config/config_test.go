@@ -129,8 +129,13 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != config.DefaultListen || c.ShutdownGrace != config.DefaultShutdownGrace || c.Patterns != nil || c.Traces != nil || c.Policy != nil || c.MaxBody != 0 {
+	if c.Listen != config.DefaultListen || c.ShutdownGrace != config.DefaultShutdownGrace || c.Traces != nil || c.Policy != nil || c.MaxBody != 0 {
 		t.Errorf("defaults: %+v", c)
+	}
+	// Issue 24: a fresh install predicts from the built-in default and
+	// learns in memory.
+	if diff := cmp.Diff(config.InMemory(), c.Patterns); diff != "" {
+		t.Errorf("patterns without a patterns block (-want +got):\n%s", diff)
 	}
 	if c.Backends[0].Tools != nil {
 		t.Errorf("a backend without tools serves every tool; got tools %q", c.Backends[0].Tools)
@@ -282,7 +287,7 @@ func TestParseErrors(t *testing.T) {
 			`a.yaml:4:32: engine.spec_budget: want a whole number, got "many"`,
 			"a.yaml:4:55: engine.min_probability: want a probability in (0, 1], got 2",
 			"a.yaml:4:58: engine.turbo: unknown field (want spec_budget, min_probability, amplification, amplification_burst, ttl, idle_timeout, default_duration, default_think, start_deadline, max_session_entries, max_session_bytes, max_entries, max_bytes, max_sessions or sweep_interval)"}},
-		{"patterns without pool", backend + "patterns: {learn: true}\n", []string{"a.yaml:4:11: patterns.pool: missing: the pattern pool file (from ahead mine)"}},
+		{"checkpoint without pool", backend + "patterns: {checkpoint: c.json}\n", []string{"a.yaml:4:11: patterns.pool: missing: the pattern pool file the checkpoint continues (a file that does not exist yet starts empty)"}},
 		{"patterns empty", backend + "patterns: ''\n", []string{"a.yaml:4:11: patterns: empty path"}},
 		{"traces without dir", backend + "traces: {prefix: a}\n", []string{"a.yaml:4:9: traces.dir: missing: the directory to record traces in"}},
 		{"traces prefix with slash", backend + "traces: {dir: t, prefix: a/b}\n", []string{`a.yaml:4:26: traces.prefix: want a file name prefix without slashes, got "a/b"`}},
@@ -409,5 +414,22 @@ func TestREADMEExample(t *testing.T) {
 	}
 	if len(c.Backends) != 2 || c.Policy == nil || c.Patterns == nil || c.Traces == nil {
 		t.Errorf("README example: %+v", c)
+	}
+}
+
+// TestPatternsOptOut: `patterns: none` predicts nothing; a block without
+// pool is the in-memory predictor, with its settings (issue 24).
+func TestPatternsOptOut(t *testing.T) {
+	const backend = "backends:\n  b:\n    http: {url: 'http://h/{tool}'}\n"
+	c, err := parse(backend + "patterns: none\n")
+	if err != nil || c.Patterns != nil {
+		t.Errorf("patterns: none: %+v, %v; want no predictor", c.Patterns, err)
+	}
+	c, err = parse(backend + "patterns: {learn: false, max_predictions: 3}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&config.Patterns{CheckpointEvery: config.DefaultCheckpointEvery, MaxPredictions: 3}, c.Patterns); diff != "" {
+		t.Errorf("a block without pool (-want +got):\n%s", diff)
 	}
 }

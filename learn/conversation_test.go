@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -95,4 +97,33 @@ func TestLearnerDefault(t *testing.T) {
 	if len(preds) == 0 || preds[0].Tool != "get_order" || string(preds[0].Args) != `{"order_id":"W7654321"}` {
 		t.Errorf("the second session's first call predicted %v, want get_order with the order id its user said", preds)
 	}
+}
+
+// TestRelearnInMemory is issue 24 item 6: without a pool file the
+// predictor relearns both parts every CheckpointEvery, in memory.
+func TestRelearnInMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := New(EmptyPool(), &Options{Learn: true, CheckpointEvery: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			s := fmt.Sprint("s", i)
+			q := fmt.Sprint("topic", i)
+			p.Observe(trace.Event{Session: s, Seq: 0, Tool: "search", Args: json.RawMessage(`{"q":"` + q + `"}`), Status: trace.StatusOK, Output: `{"url":"https://` + q + `.example"}`})
+			p.Observe(trace.Event{Session: s, Seq: 1, Tool: "fetch", Args: json.RawMessage(`{"url":"https://` + q + `.example"}`), Status: trace.StatusOK, Output: "page"})
+			p.Forget(s)
+		}
+		if n := p.Patterns(); n != 0 {
+			t.Fatalf("%d patterns before the first relearning, want 0", n)
+		}
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		if n := p.Patterns(); n == 0 {
+			t.Errorf("no patterns after a minute, want those relearnt in memory")
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -45,7 +45,9 @@ type Options struct {
 	RelearnEvery int
 	// Checkpoint, with Learn, is the file the pool with what was learnt is
 	// saved to every CheckpointEvery (which must then be positive) and at
-	// Close; "" saves nothing.
+	// Close; "" saves nothing: with a positive CheckpointEvery the
+	// predictor then relearns in memory that often (a server without a
+	// pool file, issue 24), else only as RelearnEvery says.
 	Checkpoint      string
 	CheckpointEvery time.Duration
 	// Logger receives the missing-pool warning, what relearning found and
@@ -173,6 +175,11 @@ func New(pool *pattern.Pool, opts *Options) (*Predictor, error) {
 			r.cur.Store(conv)
 			p.joined = predict.Join(part, r, defs)
 		}
+	}
+	if o.Learn && o.Checkpoint == "" && o.CheckpointEvery > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stop = cancel
+		p.wg.Go(func() { relearnEvery(ctx, p.learner, o.CheckpointEvery, log) })
 	}
 	if o.Learn && o.Checkpoint != "" {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -305,6 +312,27 @@ func checkpointEvery(ctx context.Context, checkpoint func(string) error, path st
 		case <-t.C:
 			if err := checkpoint(path); err != nil && failed != nil {
 				failed(err)
+			}
+		}
+	}
+}
+
+// relearnEvery relearns l every interval until ctx is done: what a
+// Learner without a pool file does in place of checkpoints (nothing is
+// saved, so there is no final one). A failed relearn is logged and
+// retried at the next tick.
+func relearnEvery(ctx context.Context, l *Learner, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if added, err := l.Relearn(); err != nil {
+				log.Warn("patterns: relearning in memory", "err", err)
+			} else if added > 0 {
+				log.Info("patterns: learnt new patterns", "added", added, "patterns", l.Patterns())
 			}
 		}
 	}

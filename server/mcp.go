@@ -166,7 +166,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 			if err := adoptFleetPool(ctx, lrn, pred, o.Logger); err != nil {
 				return errors.Join(err, closeMCP(nil, proxy, pred, rec))
 			}
-		} else if cfg.Patterns.Learn && dir == "" {
+		} else if cfg.Patterns.Learn && cfg.Patterns.Pool != "" && dir == "" {
 			o.Logger.Info("patterns: without --traces, new patterns are found only in this session's calls; record with --traces to learn across sessions")
 		}
 	}

@@ -21,6 +21,8 @@ const learnCalls = 20000
 // process, so only the recordings show a pattern recur.
 // keepBytes (0: the Learner's default) bounds the calls kept for mining.
 // With a fleet's learning (lrn, or nil) the pool learns with the fleet.
+// Without a pool file (config.InMemory) it starts from the built-in
+// default and learns in memory, relearning every CheckpointEvery.
 func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, keepBytes int64, lrn *fleet.Learning, logger *slog.Logger) (*learn.Predictor, error) {
 	opts := &learn.Options{
 		Online:     pattern.OnlineOptions{Frozen: !pc.Learn, MaxPredictions: pc.MaxPredictions, MaxSessions: maxSessions},
@@ -34,6 +36,13 @@ func loadPredictor(pc *config.Patterns, tracesDir string, maxSessions int, keepB
 	}
 	if tracesDir != "" {
 		opts.Recorded = func() ([]trace.Session, error) { return trace.Recent(learnCalls, tracesDir) }
+	}
+	if pc.Pool == "" {
+		opts.Checkpoint = ""
+		if pc.Learn {
+			logger.Info("patterns: no pool file: predicting from the built-in default, learning in memory (nothing is written)", "relearn_every", pc.CheckpointEvery)
+		}
+		return learn.New(learn.EmptyPool(), opts)
 	}
 	return learn.Open(pc.Pool, opts)
 }

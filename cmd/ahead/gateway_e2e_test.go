@@ -66,8 +66,12 @@ func TestServeGatewayStreamTimeDispatch(t *testing.T) {
 
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "ahead.yaml")
+	// The stream alone predicts here (patterns: none): the built-in
+	// default would read the record again after the write, which is what
+	// a fresh install does, not what this test is about.
 	if err := os.WriteFile(cfg, []byte(`
 llm: {openai: {base_url: "`+model.URL+`/v1"}}
+patterns: none
 backends: {svc: {http: {url: "`+tools.URL+`/tools/{tool}"}, tools: [lookup, delete]}}
 speculation_policy:
   tools:

@@ -17,7 +17,10 @@ const mcpDescription = `Serve MCP over stdio in front of MCP servers: the upstre
 --config file. Every tools/call goes through ahead's engine (recorded with
 --traces, predicted with --patterns, speculated as --policy allows) and its
 result carries _meta.ahead.source (executed, reused or promoted); the rest
-of MCP is forwarded. Example, in an agent's MCP configuration:
+of MCP is forwarded. Without --patterns (nor a patterns block in --config)
+predictions come from the built-in default, which learns the tools as
+they are called, in memory only (nothing is written); --patterns none
+turns predicting off. Example, in an agent's MCP configuration:
 
   "command": "ahead",
   "args": ["mcp", "--traces", "/var/lib/ahead/traces", "--",
@@ -29,7 +32,7 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "mcp", "mcp [flags] [-- COMMAND ARGS...]", mcpDescription)
 	var c config.MCPCommand
 	fs.StringVar(&c.File, "config", "", "ahead's YAML `file`: its mcpServers, speculation_policy, patterns, traces, trust_annotations and fleet are used")
-	fs.StringVar(&c.Patterns, "patterns", "", "pattern pool `file`: predictions come from it, and what is learnt is written back every 5m and at exit (a file that does not exist yet starts empty); none: no predictions")
+	fs.StringVar(&c.Patterns, "patterns", "", "pattern pool `file`: predictions come from it, and what is learnt is written back every 5m and at exit (a file that does not exist yet starts empty); default: the built-in default, learning in memory; none: no predictions")
 	fs.StringVar(&c.Policy, "policy", "", "speculation policy YAML `file` (overrides the config's); none: deny all, except what --trust-annotations allows")
 	fs.StringVar(&c.Traces, "traces", "", "record every call to JSONL traces in `dir`")
 	fs.BoolVar(&c.FailOnLoss, "traces-fail-on-loss", false, "exit 1 at the end if any trace record could not be written (a full disk; the loss is reported either way)")
