@@ -178,7 +178,15 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 	}
 
 	checkModels(ctx, cfg, o, add)
-	if cfg.Patterns != nil {
+	switch {
+	case cfg.Patterns != nil && cfg.Patterns.Pool == "":
+		// Issue 24: a fresh install predicts from its first call.
+		what := "the built-in default predicts, learning in memory (nothing is written; set patterns: FILE to keep what is learnt)"
+		if !cfg.Patterns.Learn {
+			what = "the built-in default predicts, learning nothing (learn: false)"
+		}
+		add(OK, "patterns", "no pool file: %s", what)
+	case cfg.Patterns != nil:
 		if cfg.Patterns.Learn {
 			checkFolder(cfg.Patterns.Checkpoint, add)
 		}
@@ -200,8 +208,8 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 				add(Warn, "patterns", "no pattern predicts a tool the policy allows: nothing will be speculated")
 			}
 		}
-	} else {
-		// Without a pool, what the model's stream completes (the
+	default:
+		// Without a predictor, what the model's stream completes (the
 		// gateway) and the speculator's guesses are still predictions.
 		var others []string
 		if cfg.LLM != nil {
@@ -211,9 +219,9 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 			others = append(others, "the speculator's guesses")
 		}
 		if len(others) > 0 {
-			add(OK, "patterns", "none: only %s are predicted (set patterns: FILE to learn the agents' patterns too)", strings.Join(others, " and "))
+			add(OK, "patterns", "none: only %s are predicted (leave patterns out or set patterns: FILE to learn the agents' patterns too)", strings.Join(others, " and "))
 		} else {
-			add(Warn, "patterns", "no patterns: nothing is predicted (set patterns: FILE; it may not exist yet)")
+			add(Warn, "patterns", "patterns: none: nothing is predicted (leave patterns out, or set patterns: FILE; it may not exist yet)")
 		}
 	}
 	return r

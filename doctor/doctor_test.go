@@ -124,6 +124,7 @@ func TestCheckReadsEveryBlock(t *testing.T) {
 	by := check(fmt.Sprintf(`llm: {anthropic: {base_url: %q}}
 speculator: {base_url: "http://%s/v1", model: m, api_key_env: AHEAD_TEST_UNSET_KEY}
 backends: {web: {http: {url: "%s/{tool}"}, tools: [search]}}
+patterns: none
 `, up.URL, down, up.URL))
 	if !has(by["llm anthropic"], OK, "accepts connections") || len(by["llm openai"]) != 0 {
 		t.Errorf("llm findings %+v %+v, want anthropic ok and nothing of openai", by["llm anthropic"], by["llm openai"])
@@ -135,6 +136,12 @@ backends: {web: {http: {url: "%s/{tool}"}, tools: [search]}}
 		t.Errorf("patterns findings %+v: with an llm block, the stream predicts", by["patterns"])
 	}
 
+	// Issue 24: without a patterns block the built-in default predicts.
+	by = check(`backends: {web: {http: {url: "http://127.0.0.1:1/{tool}"}, tools: [search]}}
+`)
+	if !has(by["patterns"], OK, "the built-in default predicts, learning in memory") || len(by["patterns"]) != 1 {
+		t.Errorf("patterns findings %+v, want the built-in default learning in memory", by["patterns"])
+	}
 	by = check(`patterns: ./some/new/dir/pool.json
 backends: {web: {http: {url: "` + up.URL + `/{tool}"}, tools: [search]}}
 `)
