@@ -290,3 +290,31 @@ func TestMCPRecentFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPWithoutPool is issue 24 item 6 for ahead mcp: without --patterns
+// the built-in default predicts and learns in memory, and nothing is
+// written (no pool, no recent sessions beside one); --patterns none turns
+// it off.
+func TestMCPWithoutPool(t *testing.T) {
+	upstream, _ := fakeMCP(t)
+	t.Chdir(t.TempDir())
+	const fresh = "no pool file: predicting from the built-in default, learning in memory"
+	for _, tc := range []struct {
+		args  []string
+		fresh bool
+	}{
+		{nil, true},
+		{[]string{"--patterns", "none"}, false},
+	} {
+		args := append(append(tc.args, "--log-level", "info", "--trust-annotations", "--"), upstream...)
+		code, stderr := runMCPSession(t, args, func(cs *mcp.ClientSession) {
+			callSource(t, cs, "list_directory", map[string]any{"path": "/x"})
+		})
+		if code != 0 || strings.Contains(stderr, fresh) != tc.fresh {
+			t.Errorf("%q: exit %d (want 0), built-in default announced: %v, want %v:\n%s", tc.args, code, !tc.fresh, tc.fresh, stderr)
+		}
+	}
+	if entries, err := os.ReadDir("."); err != nil || len(entries) != 0 {
+		t.Errorf("the working folder holds %d files (%v), want none: nothing is written without a pool", len(entries), err)
+	}
+}
