@@ -21,6 +21,17 @@ import (
 //
 // The newcomer is accepted before a slot is free, so at most one
 // connection beyond the limit is open while it waits.
+//
+// One connection at a time borrows a slot this way: while the connection
+// that got its slot by closing another is busy with its request, a
+// newcomer waits for a slot (that connection's end or idleness, or any
+// other connection's end) and closes none, for at most silentGrace. Else
+// the client whose idle connection was closed, reconnecting at once,
+// closed another idle one, whose client did the same, until the borrower
+// ended: 5 idle connections closed per normal call with 100 idle clients
+// at max_connections 100, every reconnection served before the next
+// newcomer by the one accept loop (a normal call's p99 61 ms beside them,
+// 11-17 ms alone).
 
 // silentGrace is how long a new connection may stay silent before it can
 // give way like an idle one: a real client sends its request at once.
@@ -37,8 +48,11 @@ type connLimit struct {
 	// answers, if set, cuts a connection whose client takes no bytes of
 	// its answer when a slot is wanted.
 	answers *answers
-	mu      sync.Mutex // protects conns
+	mu      sync.Mutex // protects conns and lent
 	conns   map[*limitedConn]connState
+	// lent is the connection that got its slot by closing another, while
+	// it is busy with its request (nil once it idles or closes).
+	lent *limitedConn
 }
 
 // connState is what the server last told of a connection.
@@ -59,13 +73,17 @@ func (l *connLimit) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	since := time.Now() // the newcomer's wait began
+	borrowed := false   // a connection was closed for it
 	for {
 		select {
 		case l.slots <- struct{}{}:
-			return l.admit(c), nil
+			return l.admit(c, borrowed), nil
 		default:
 		}
-		if l.giveWay() {
+		lentBusy := l.lentBusy()
+		if (!lentBusy || time.Since(since) >= silentGrace) && l.giveWay() {
+			borrowed = true
 			continue
 		}
 		// A stalled answer cut: its handler ends and its connection
@@ -87,6 +105,14 @@ func (l *connLimit) Accept() (net.Conn, error) {
 				}
 			}
 		}
+		if lentBusy {
+			// The borrower's end or idleness signals freed; past
+			// silentGrace, the newcomer closes one anyway.
+			w := max(silentGrace-time.Since(since), time.Millisecond)
+			if wait < 0 || w < wait {
+				wait = w
+			}
+		}
 		if wait >= 0 {
 			t = time.NewTimer(wait)
 			retry = t.C
@@ -105,7 +131,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		}
 		switch {
 		case got:
-			return l.admit(c), nil
+			return l.admit(c, borrowed), nil
 		case closed:
 			c.Close()
 			return nil, net.ErrClosed
@@ -113,13 +139,25 @@ func (l *connLimit) Accept() (net.Conn, error) {
 	}
 }
 
-// admit wraps c, which holds a slot now.
-func (l *connLimit) admit(c net.Conn) net.Conn {
+// admit wraps c, which holds a slot now; borrowed says whether a
+// connection was closed for it.
+func (l *connLimit) admit(c net.Conn, borrowed bool) net.Conn {
 	lc := &limitedConn{Conn: c, l: l}
 	l.mu.Lock()
 	l.conns[lc] = connState{http.StateNew, time.Now()}
+	if borrowed {
+		l.lent = lc
+	}
 	l.mu.Unlock()
 	return lc
+}
+
+// lentBusy reports whether the connection that got its slot by closing
+// another is still busy with its request.
+func (l *connLimit) lentBusy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lent != nil
 }
 
 // giveWay closes the connection idle the longest, else the one silent the
@@ -143,6 +181,9 @@ func (l *connLimit) giveWay() bool {
 	}
 	if victim != nil {
 		delete(l.conns, victim)
+		if victim == l.lent {
+			l.lent = nil
+		}
 	}
 	l.mu.Unlock()
 	if victim == nil {
@@ -176,6 +217,9 @@ func (l *connLimit) track(c net.Conn, state http.ConnState) {
 	if _, open := l.conns[lc]; !open {
 		return // closed to give way, or already gone
 	}
+	if lc == l.lent && state != http.StateActive && state != http.StateNew {
+		l.lent = nil // idle or gone: a newcomer may close an idle one again
+	}
 	switch state {
 	case http.StateHijacked, http.StateClosed:
 		delete(l.conns, lc)
@@ -208,6 +252,9 @@ func (c *limitedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
+		if c.l.lent == c {
+			c.l.lent = nil
+		}
 		c.l.mu.Unlock()
 		<-c.l.slots
 		select {
