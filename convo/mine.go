@@ -239,6 +239,14 @@ type constStat struct {
 	last     string
 }
 
+// add counts one use of the constant, in session.
+func (cs *constStat) add(session string) {
+	cs.count++
+	if cs.last != session {
+		cs.last, cs.sessions = session, cs.sessions+1
+	}
+}
+
 func newTableMiner(m *Model) *tableMiner {
 	return &tableMiner{m: m, tools: make(map[string]*ToolModel), keySets: make(map[string]map[string]float64),
 		args: make(map[string]map[string]*ArgModel), consts: make(map[string]map[string]*constStat)}
@@ -312,11 +320,7 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 				cs = &constStat{}
 				tm.consts[ck][cv] = cs
 			}
-			cs.count++
-			if cs.last != tm.session {
-				cs.last = tm.session
-				cs.sessions++
-			}
+			cs.add(tm.session)
 		}
 		v, kind, ok := scalar(raw)
 		a.Kinds[kind]++

@@ -132,10 +132,7 @@ func (s *seen) call(st *state, session string, ev trace.Event) {
 				a.consts[cv] = cs
 			}
 			if cs != nil {
-				cs.count++
-				if cs.last != session {
-					cs.last, cs.sessions = session, cs.sessions+1
-				}
+				cs.add(session)
 			}
 		}
 		v, kind, ok := scalar(raw)
