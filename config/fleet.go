@@ -34,6 +34,12 @@ type Fleet struct {
 	// unless the block says share_conversation: false, which keeps message
 	// text on this replica; calls are shared either way).
 	ShareConversation bool
+	// LeaseTTL is how long the fleet's mining lease outlives its holder's
+	// last renewal (0: package fleet's default, 2 min): a miner that dies
+	// without giving it up (killed, frozen, cut off) is replaced after it.
+	// It must exceed the time one mining takes; the lease bucket has one
+	// TTL, set by the replica that created or last updated it.
+	LeaseTTL time.Duration
 }
 
 // FleetEmbedded is the embedded server of a fleet block.
@@ -43,8 +49,11 @@ type FleetEmbedded struct {
 	MaxStore int64  // bound of the store (0: package fleet's default)
 }
 
+// MinLeaseTTL is the shortest lease_ttl a fleet block takes.
+const MinLeaseTTL = time.Second
+
 var (
-	fieldsFleet         = []string{"url", "embedded", "name", "fence_timeout", "announce_timeout", "max_bytes", "max_age", "share_conversation"}
+	fieldsFleet         = []string{"url", "embedded", "name", "fence_timeout", "announce_timeout", "max_bytes", "max_age", "share_conversation", "lease_ttl"}
 	fieldsFleetEmbedded = []string{"listen", "dir", "max_store"}
 	fleetName           = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
@@ -113,6 +122,14 @@ func (p *parser) fleet(n *yaml.Node, field string) *Fleet {
 			fc.MaxAge, _ = p.duration(v, f)
 		case "share_conversation":
 			fc.ShareConversation, _ = p.Bool(v, f)
+		case "lease_ttl":
+			if d, ok := p.duration(v, f); ok {
+				if d < MinLeaseTTL {
+					p.Errorf(v, f, "want at least %s (a mining must finish within it), got %s", MinLeaseTTL, d)
+					return
+				}
+				fc.LeaseTTL = d
+			}
 		default:
 			p.Unknown(k, f, fieldsFleet)
 		}

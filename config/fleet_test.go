@@ -18,9 +18,9 @@ func TestParseFleet(t *testing.T) {
 		{"none", "", nil},
 		{"url alone", "fleet: {url: nats://10.0.0.1:4222}\n", &config.Fleet{URL: "nats://10.0.0.1:4222", ShareConversation: true}},
 		{"short form", "fleet: tls://a:4222,tls://b:4222\n", &config.Fleet{URL: "tls://a:4222,tls://b:4222", ShareConversation: true}},
-		{"embedded", "fleet:\n  embedded: {listen: 0.0.0.0:4222, dir: nats, max_store: 2GiB}\n  name: prod\n  fence_timeout: 2ms\n  announce_timeout: 20ms\n  max_bytes: 16MiB\n  max_age: 5m\n",
+		{"embedded", "fleet:\n  embedded: {listen: 0.0.0.0:4222, dir: nats, max_store: 2GiB}\n  name: prod\n  fence_timeout: 2ms\n  announce_timeout: 20ms\n  max_bytes: 16MiB\n  max_age: 5m\n  lease_ttl: 30s\n",
 			&config.Fleet{Embedded: &config.FleetEmbedded{Listen: "0.0.0.0:4222", Dir: "/d/nats", MaxStore: 2 << 30}, Name: "prod",
-				FenceTimeout: 2 * time.Millisecond, AnnounceTimeout: 20 * time.Millisecond, MaxBytes: 16 << 20, MaxAge: 5 * time.Minute, ShareConversation: true}},
+				FenceTimeout: 2 * time.Millisecond, AnnounceTimeout: 20 * time.Millisecond, MaxBytes: 16 << 20, MaxAge: 5 * time.Minute, ShareConversation: true, LeaseTTL: 30 * time.Second}},
 		{"embedded default listen", "fleet: {embedded: {dir: /var/nats}}\n", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:4222", Dir: "/var/nats"}, ShareConversation: true}},
 		{"conversation kept local", "fleet: {url: nats://10.0.0.1:4222, share_conversation: false}\n", &config.Fleet{URL: "nats://10.0.0.1:4222"}},
 	} {
@@ -47,7 +47,8 @@ func TestParseFleetErrors(t *testing.T) {
 		{"bad listen", "fleet: {embedded: {listen: a, dir: x}}\n", `a.yaml:4:28: fleet.embedded.listen: want HOST:PORT, got "a"`},
 		{"bad name", "fleet: {url: 'nats://h:1', name: a.b}\n", `a.yaml:4:34: fleet.name: want letters, digits, _ or -, got "a.b"`},
 		{"bad timeout", "fleet: {url: 'nats://h:1', fence_timeout: 5}\n", "a.yaml:4:43: fleet.fence_timeout: want a duration with its unit, such as 5s, got 5"},
-		{"unknown", "fleet: {url: 'nats://h:1', fence: 1ms}\n", "a.yaml:4:28: fleet.fence: unknown field (want url, embedded, name, fence_timeout, announce_timeout, max_bytes, max_age or share_conversation)"},
+		{"unknown", "fleet: {url: 'nats://h:1', fence: 1ms}\n", "a.yaml:4:28: fleet.fence: unknown field (want url, embedded, name, fence_timeout, announce_timeout, max_bytes, max_age, share_conversation or lease_ttl)"},
+		{"short lease", "fleet: {url: 'nats://h:1', lease_ttl: 500ms}\n", "a.yaml:4:39: fleet.lease_ttl: want at least 1s (a mining must finish within it), got 500ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(backend + tc.file)

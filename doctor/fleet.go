@@ -73,7 +73,7 @@ func checkFleet(ctx context.Context, fc *config.Fleet, learn bool, timeout time.
 // a replica whose pool learns does (server.learnWithFleet: the same
 // options), and reports them with their bounds.
 func checkFleetLearning(ctx context.Context, f *fleet.Fleet, fc *config.Fleet, add func(Severity, string, string, ...any)) {
-	lrn, err := f.Learning(ctx, &fleet.LearningOptions{ShareConversation: fc.ShareConversation})
+	lrn, err := f.Learning(ctx, &fleet.LearningOptions{ShareConversation: fc.ShareConversation, LeaseTTL: fc.LeaseTTL})
 	if err != nil {
 		add(Fail, "fleet", "learning: %v", err)
 		return
@@ -91,4 +91,9 @@ func checkFleetLearning(ctx context.Context, f *fleet.Fleet, fc *config.Fleet, a
 		pool = fmt.Sprintf("pool version %d (%d bytes) mined by %s at %s", st.Pool.Version, st.Pool.Bytes, st.Pool.Miner, st.Pool.Mined.UTC().Format(time.RFC3339))
 	}
 	add(OK, "fleet", "pool store %s holds %d bytes (bound %d bytes): %s", st.PoolStore, st.PoolStoreBytes, st.PoolStoreMax, pool)
+	miner := "no replica mines now"
+	if st.Miner != "" {
+		miner = "held by " + st.Miner
+	}
+	add(OK, "fleet", "mining lease %s expires %s after its holder's last renewal: %s", st.Lease, st.LeaseTTL, miner)
 }

@@ -38,6 +38,20 @@ func TestCheckFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer small.Close()
+	// A replica of fleet "held" mines.
+	miner, err := fleet.Join(t.Context(), &fleet.Options{URL: srv.URL(), Name: "held", Replica: "miner-1", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer miner.Close()
+	lrn, err := miner.Learning(t.Context(), &fleet.LearningOptions{LeaseTTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lrn.Close()
+	if !lrn.Lease(t.Context()) {
+		t.Fatal("the only replica did not get the lease")
+	}
 	for _, tc := range []struct {
 		name  string
 		fc    *config.Fleet
@@ -49,6 +63,10 @@ func TestCheckFleet(t *testing.T) {
 			"ok fleet joined " + srv.URL(),
 			"ok fleet trace stream doc_traces holds 0 lines (0 bytes; bounds 268435456 bytes, 24h0m0s)",
 			"ok fleet pool store doc_pool holds 0 bytes (bound 135266304 bytes): no pool shared yet",
+			"ok fleet mining lease doc_lease expires 2m0s after its holder's last renewal: no replica mines now",
+		}},
+		{"lease held", &config.Fleet{URL: srv.URL(), Name: "held", LeaseTTL: 5 * time.Second}, true, []string{
+			"ok fleet mining lease held_lease expires 5s after its holder's last renewal: held by miner-1",
 		}},
 		{"learning refused", &config.Fleet{URL: small.URL(), Name: "small"}, true, []string{
 			"ok fleet joined " + small.URL(),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -387,6 +388,12 @@ func (r *replicas) run(t *testing.T, sessions, steps, keys, parallel int, seed u
 	return out
 }
 
+// differentialSessions overrides TestFleetDifferential's session count, for
+// the 10,000-session run under the race detector that ./test.sh leaves out
+// (4 to 5 min): go test -race ./fleet -run TestFleetDifferential$
+// -fleet.sessions 10000.
+var differentialSessions = flag.Int("fleet.sessions", 0, "sessions of TestFleetDifferential (0: 10,000, or 600 under -race or -short)")
+
 // TestFleetDifferential: sessions over three replicas read and write the
 // same keys; every read an agent receives equals the store's value at that
 // moment, while many are reused; and removing either fleet rule makes stale
@@ -398,6 +405,9 @@ func TestFleetDifferential(t *testing.T) {
 	sessions, mutantSessions := 10000, 1000
 	if raceEnabled || testing.Short() {
 		sessions, mutantSessions = 600, 300
+	}
+	if *differentialSessions > 0 {
+		sessions = *differentialSessions
 	}
 	r := startReplicas(t, 3, mutant{}, "")
 	out := r.run(t, sessions, 6, 3, 24, 1, nil)

@@ -73,6 +73,44 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// TestLeaseExpires: a miner that stops renewing the lease without giving
+// it up (killed, frozen, cut off) keeps it until LeaseTTL after its last
+// renewal, and no longer: another replica then takes it and mines. The
+// old miner, back, is no longer the miner and cannot share what it
+// mined. (The lease's clock is the NATS server's: synctest cannot bubble
+// it, so the TTL is short and the test waits on the lease's state.)
+func TestLeaseExpires(t *testing.T) {
+	const ttl = time.Second
+	ls := learners(t, 3, &fleet.LearningOptions{LeaseTTL: ttl})
+	b, c := ls[1], ls[2]
+	renewed := time.Now()
+	if !b.Lease(t.Context()) {
+		t.Fatal("B could not take the free lease")
+	}
+	if c.Lease(t.Context()) {
+		t.Fatal("C took the lease B holds")
+	}
+	// B goes silent: no renewal, no Close.
+	waitFor(t, func() bool { return c.Lease(t.Context()) })
+	if took := time.Since(renewed); took < ttl {
+		t.Errorf("C took the lease %s after B's last renewal, before its TTL %s", took, ttl)
+	}
+	if err := c.Share(t.Context(), learn.EmptyPool(), 0); err != nil {
+		t.Fatalf("C, the miner now, could not share: %v", err)
+	}
+	// B comes back: its renewal fails, it shares nothing.
+	if b.Lease(t.Context()) {
+		t.Error("B renewed a lease that expired and C took")
+	}
+	if err := b.Share(t.Context(), learn.EmptyPool(), 0); !errors.Is(err, fleet.ErrNotMiner) {
+		t.Errorf("B shared a pool after its lease expired: %v, want ErrNotMiner", err)
+	}
+	pi := c.Stats().Pool
+	if pi.Version != 1 || pi.Miner != "c" {
+		t.Errorf("pool in use %+v, want version 1 mined by c", pi)
+	}
+}
+
 // TestLearningBounds: a line over MaxLine goes without its output, or not
 // at all; speculative and failed calls, and messages without
 // ShareConversation, are not published.

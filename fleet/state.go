@@ -45,10 +45,17 @@ type LearningState struct {
 	PoolStoreMax   int64
 	// Pool is the pool shared (zero when none is yet).
 	Pool PoolInfo
+	// Lease is the mining lease's bucket, LeaseTTL how long the lease
+	// outlives its holder's last renewal, Miner the replica holding it
+	// ("" when none does).
+	Lease    string
+	LeaseTTL time.Duration
+	Miner    string
 }
 
-// State reads the trace stream and the pool store from the server, and
-// fails if their bounds are not those this replica set (Fleet.Learning):
+// State reads the trace stream, the pool store and the lease bucket from
+// the server, and fails if their bounds (the lease's TTL) are not those
+// this replica set (Fleet.Learning):
 // another replica with other limits, or a server that changed them.
 func (l *Learning) State(ctx context.Context) (LearningState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -75,6 +82,23 @@ func (l *Learning) State(ctx context.Context) (LearningState, error) {
 	st.PoolStoreBytes, st.PoolStoreMax = backing.Bytes, backing.MaxBytes
 	if want := poolStoreMax(l.opts); st.PoolStoreMax != want {
 		return st, fmt.Errorf("fleet: pool store %s is bounded by %d bytes on the server, want %d", st.PoolStore, st.PoolStoreMax, want)
+	}
+	ls, err := l.lease.Status(ctx)
+	if err != nil {
+		return st, fmt.Errorf("fleet: the lease bucket: %w", err)
+	}
+	st.Lease, st.LeaseTTL = ls.Bucket(), ls.TTL()
+	// A lease without expiry would let a miner that died holding it
+	// stop the fleet's learning for good.
+	if st.LeaseTTL != l.opts.LeaseTTL {
+		return st, fmt.Errorf("fleet: lease bucket %s expires a lease after %s on the server, want %s", st.Lease, st.LeaseTTL, l.opts.LeaseTTL)
+	}
+	switch e, err := l.lease.Get(ctx, leaseKey); {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return st, fmt.Errorf("fleet: reading the lease: %w", err)
+	default:
+		st.Miner = string(e.Value())
 	}
 	info, err := l.pools.GetInfo(ctx, poolObject)
 	switch {

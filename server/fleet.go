@@ -94,7 +94,7 @@ func learnWithFleet(ctx context.Context, f *fleet.Fleet, fc *config.Fleet, pc *c
 	if f == nil || pc == nil || !pc.Learn {
 		return nil, nil
 	}
-	lrn, err := f.Learning(ctx, &fleet.LearningOptions{ShareConversation: fc.ShareConversation})
+	lrn, err := f.Learning(ctx, &fleet.LearningOptions{ShareConversation: fc.ShareConversation, LeaseTTL: fc.LeaseTTL})
 	if err != nil {
 		return nil, fmt.Errorf("fleet learning: %w", err)
 	}
