@@ -31,10 +31,10 @@ import (
 //
 // Results forwarded raw from an upstream that speaks an older revision
 // lack resultType, which 2026-07-28 clients require: the new-era path
-// marks them complete. Notifications (list_changed, resource updates,
-// logging) and requests to the user (sampling, elicitation, roots) have no
-// channel in a stateless run: its capabilities do not offer them, and
-// clients re-list when the cache hints (ttlMs) say so.
+// marks them complete. Notifications (list_changed, resource updates) go
+// to the run's subscriptions/listen streams (listen.go); logging and
+// requests to the user (sampling, elicitation, roots) have no channel in a
+// stateless run: its capabilities do not offer them.
 
 // newEraVersion is the first revision without protocol sessions.
 const newEraVersion = "2026-07-28"
@@ -266,20 +266,13 @@ func (s *session) discover(ctx context.Context, res mcp.Result) mcp.Result {
 	return &out
 }
 
-// newEraCapabilities is what a new-era client may use through ahead: no
-// notifications (a stateless run has no stream for them: list_changed,
-// resource subscriptions, logging), everything else the upstreams offer.
+// newEraCapabilities is what a new-era client may use through ahead:
+// everything the upstreams offer but logging, which 2026-07-28 asks for
+// per request (a level in _meta) and ahead does not forward to a run.
+// Notifications (list_changed, resource updates) come on the client's
+// subscriptions/listen (listen.go).
 func newEraCapabilities(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	out := *c
-	if c.Tools != nil {
-		out.Tools = &mcp.ToolCapabilities{}
-	}
-	if c.Prompts != nil {
-		out.Prompts = &mcp.PromptCapabilities{}
-	}
-	if c.Resources != nil {
-		out.Resources = &mcp.ResourceCapabilities{}
-	}
 	out.Logging = nil
 	return &out
 }

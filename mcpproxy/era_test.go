@@ -110,8 +110,8 @@ func TestNewEraHTTP(t *testing.T) {
 	if caps == nil || caps.Tools == nil || caps.Prompts == nil || caps.Resources == nil {
 		t.Fatalf("server/discover capabilities = %+v, want the upstream's tools, prompts and resources", caps)
 	}
-	if caps.Tools.ListChanged || caps.Logging != nil {
-		t.Errorf("a stateless run is offered notifications: %+v", caps)
+	if !caps.Tools.ListChanged || caps.Logging != nil {
+		t.Errorf("a stateless run is offered %+v: want list changes (on its listen), no logging", caps)
 	}
 	if info := a.InitializeResult().ServerInfo; info == nil || info.Name != "testfs" {
 		t.Errorf("server info %+v, want the upstream's (testfs)", info)

@@ -37,7 +37,7 @@ func (p *Proxy) receive(runs bool) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			ss, ok := req.GetSession().(*mcp.ServerSession)
-			if !ok || !proxied[method] {
+			if !ok || !proxied[method] && method != "subscriptions/listen" {
 				return next(ctx, method, req)
 			}
 			var s *session
@@ -52,6 +52,9 @@ func (p *Proxy) receive(runs bool) mcp.Middleware {
 				ctx = context.WithValue(ctx, downSessionKey{}, ss)
 			} else if s, err = p.sessionFor(ss); err != nil {
 				return nil, err
+			}
+			if method == "subscriptions/listen" {
+				return s.listen(ctx, ss, next, method, req)
 			}
 			res, err := s.serve(ctx, next, method, req)
 			if err != nil || !isNewEra(req) {
@@ -120,7 +123,7 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 		if u := s.hubOf(cs); u != nil {
 			err = u.subscribe(ctx, s, cs, params)
 		} else {
-			err = cs.Subscribe(ctx, params)
+			err = s.p.acks.subscribe(ctx, cs, params)
 		}
 		if err != nil {
 			return nil, passErrOnly(err)

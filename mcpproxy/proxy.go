@@ -96,6 +96,8 @@ type Proxy struct {
 
 	policyMu sync.Mutex // serialises policy updates, so the last one wins
 
+	acks subAcks // upstream subscriptions waiting to be acknowledged (listen.go)
+
 	wg sync.WaitGroup
 }
 
@@ -194,17 +196,23 @@ func New(o *Options) (*Proxy, error) {
 		// session); a 2026-07-28 client over stdio discovers, its
 		// process being the run (era.go).
 		RootsListChangedHandler: p.rootsListChanged,
-		// Capabilities are the upstreams', set in the initialize result.
-		Capabilities: &mcp.ServerCapabilities{},
+		// Capabilities are the upstreams', set in the initialize and
+		// discover results; these are what the SDK's listen handler
+		// may agree to, ahead having agreed first (listen.go).
+		Capabilities:       listenCapabilities(),
+		SubscribeHandler:   subscribeHandler,
+		UnsubscribeHandler: unsubscribeHandler,
 	})
 	p.server.AddReceivingMiddleware(p.receive(false))
-	p.server.AddSendingMiddleware(sendRaw)
+	p.server.AddSendingMiddleware(sendRaw, listenAck)
 	p.runs = mcp.NewServer(impl, &mcp.ServerOptions{
-		Logger:       discardLogger,
-		Capabilities: &mcp.ServerCapabilities{},
+		Logger:             discardLogger,
+		Capabilities:       listenCapabilities(),
+		SubscribeHandler:   subscribeHandler,
+		UnsubscribeHandler: unsubscribeHandler,
 	})
 	p.runs.AddReceivingMiddleware(p.receive(true))
-	p.runs.AddSendingMiddleware(sendRaw)
+	p.runs.AddSendingMiddleware(sendRaw, listenAck)
 	return p, nil
 }
 

@@ -33,6 +33,8 @@ type session struct {
 	resources map[string]*upstream // resource URI → upstream
 	inflight  []*downReq           // downstream requests being served, oldest first
 	hubMeta   mcp.Meta             // the agent's identity and capabilities, for calls on hubs (requestMeta)
+	listeners []*listener          // open subscriptions/listen streams (listen.go)
+	watches   map[string]*watch    // resource URI → the listens' subscription upstream
 }
 
 // downReq is a downstream request in flight. Its context carries the
@@ -53,8 +55,12 @@ func newSession(p *Proxy, id string, ss *mcp.ServerSession) *session {
 }
 
 // busy reports whether a call is in flight on one of the session's
-// upstream connections.
+// upstream connections, or a listen is open (a run waiting for
+// notifications is not idle).
 func (s *session) busy() bool {
+	if s.listening() {
+		return true
+	}
 	for _, sl := range s.slots {
 		sl.mu.Lock()
 		n := sl.authCalls + sl.specCalls
@@ -333,8 +339,13 @@ func (s *session) upstreamChanged(up *upstream, what int) {
 	}
 }
 
-// notify sends a notification to the agent, as is.
+// notify sends a notification to the agent, as is: to the listens that
+// asked for it when the agent speaks 2026-07-28 (listen.go), else on its
+// session.
 func (s *session) notify(ctx context.Context, method string, params mcp.Params) {
+	if listened(method) && s.notifyListeners(method, params) {
+		return
+	}
 	if s.ss == nil {
 		return // nobody to tell: the session's calls list the tools again themselves
 	}

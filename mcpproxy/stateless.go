@@ -169,7 +169,7 @@ func (u *upstream) subscribe(ctx context.Context, s *session, cs *mcp.ClientSess
 	if !first {
 		return nil
 	}
-	if err := cs.Subscribe(ctx, params); err != nil {
+	if err := u.hub.s.p.acks.subscribe(ctx, cs, params); err != nil {
 		u.unsubscribe(context.WithoutCancel(ctx), s, nil, params.URI)
 		return err
 	}

@@ -327,7 +327,7 @@ func (sl *slot) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	} else {
 		client = sl.s.newClient(sl)
 	}
-	client.AddReceivingMiddleware(b.middleware)
+	client.AddReceivingMiddleware(b.middleware, sl.s.p.acks.middleware)
 	cs, err := client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, err

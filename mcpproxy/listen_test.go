@@ -1,0 +1,171 @@
+package mcpproxy
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// listenClient is a Go SDK client of 2026-07-28 over HTTP, in the run its
+// Ahead-Session header names, that reports the notifications it receives
+// and the acknowledgements of its listens.
+type listenClient struct {
+	cs      *mcp.ClientSession
+	changed chan string // "tools", or the URI of a resource update
+	acks    chan mcp.NotificationSubscriptions
+}
+
+func newListenClient(t *testing.T, url, run string) *listenClient {
+	t.Helper()
+	lc := &listenClient{changed: make(chan string, 16), acks: make(chan mcp.NotificationSubscriptions, 16)}
+	hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: map[string]string{SessionHeader: run}}}
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-" + run, Version: "2"}, &mcp.ClientOptions{
+		Logger: slog.New(slog.DiscardHandler),
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			lc.changed <- "tools"
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			lc.changed <- req.Params.URI
+		},
+	})
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok && method == "notifications/subscriptions/acknowledged" {
+				lc.acks <- p.Notifications
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: newEraVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	lc.cs = cs
+	return lc
+}
+
+// next returns the next notification the client received.
+func (lc *listenClient) next(t *testing.T, what string) string {
+	t.Helper()
+	select {
+	case got := <-lc.changed:
+		return got
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no notification (%s) within 30 s", what)
+		return ""
+	}
+}
+
+// ack waits for the acknowledgement of a listen.
+func (lc *listenClient) ack(t *testing.T) mcp.NotificationSubscriptions {
+	t.Helper()
+	select {
+	case got := <-lc.acks:
+		return got
+	case <-time.After(30 * time.Second):
+		t.Fatal("a listen was not acknowledged within 30 s")
+		return mcp.NotificationSubscriptions{}
+	}
+}
+
+// TestNewEraListen: 2026-07-28 clients over HTTP, each in its own run,
+// open subscriptions/listen (the Go SDK client does on connecting, for the
+// list changes the discovered capabilities offer, and for each resource it
+// subscribes to): each receives its own upstream's list changes and
+// resource updates, stamped with its listen's id, and never another
+// run's; a run with a listen open is not reaped as idle.
+func TestNewEraListen(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	front := httptest.NewServer(r.proxy.Handler())
+	t.Cleanup(front.Close)
+
+	upstreamOf := func(connect func()) *mcp.Server {
+		r.up.mu.Lock()
+		n := len(r.up.servers)
+		r.up.mu.Unlock()
+		connect()
+		r.up.mu.Lock()
+		defer r.up.mu.Unlock()
+		if len(r.up.servers) != n+1 {
+			t.Fatalf("connecting a run made %d upstream connections, want 1", len(r.up.servers)-n)
+		}
+		return r.up.servers[n]
+	}
+	var a, b *listenClient
+	upA := upstreamOf(func() { a = newListenClient(t, front.URL, "run-a") })
+	upB := upstreamOf(func() { b = newListenClient(t, front.URL, "run-b") })
+	caps := a.cs.InitializeResult().Capabilities
+	if caps.Tools == nil || !caps.Tools.ListChanged || caps.Resources == nil || !caps.Resources.Subscribe || caps.Logging != nil {
+		t.Fatalf("server/discover capabilities %+v: want list changes and subscriptions offered, no logging", caps)
+	}
+	for _, lc := range []*listenClient{a, b} {
+		if got := lc.ack(t); !got.ToolsListChanged {
+			t.Fatalf("the connecting listen was acknowledged with %+v, want tools list changes", got)
+		}
+	}
+	if err := a.cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://motd"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.ack(t); len(got.ResourceSubscriptions) != 1 || got.ResourceSubscriptions[0] != "test://motd" {
+		t.Fatalf("a's resource listen was acknowledged with %+v", got)
+	}
+
+	// b's upstream changes its tools: b is told, a is not.
+	upB.AddTool(&mcp.Tool{Name: "new-in-b", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	if got := b.next(t, "b's tools"); got != "tools" {
+		t.Fatalf("b received %q, want its tools list change", got)
+	}
+	// a's upstream updates the resource a subscribed to (b did not), then
+	// changes its tools: a receives exactly those two, in order (b's
+	// change, had it leaked, would have come first on a's stream).
+	if err := upA.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: "test://motd"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.next(t, "a's resource"); got != "test://motd" {
+		t.Fatalf("a received %q, want the update of test://motd", got)
+	}
+	upA.AddTool(&mcp.Tool{Name: "new-in-a", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	if got := a.next(t, "a's tools"); got != "tools" {
+		t.Fatalf("a received %q, want its tools list change", got)
+	}
+	tools, err := a.cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range tools.Tools {
+		names = append(names, x.Name)
+	}
+	if !slices.Contains(names, "new-in-a") || slices.Contains(names, "new-in-b") {
+		t.Errorf("a lists %q after its change: want new-in-a, not b's new-in-b", names)
+	}
+	select {
+	case got := <-b.changed:
+		t.Errorf("b received a's notification %q", got)
+	default:
+	}
+
+	// A run whose listen is open is busy: the reaper keeps it.
+	r.clock.Add(time.Hour)
+	r.proxy.reapIdle()
+	r.proxy.mu.Lock()
+	_, kept := r.proxy.byID["run-a"]
+	r.proxy.mu.Unlock()
+	if !kept {
+		t.Error("a run with an open listen was reaped as idle")
+	}
+}
