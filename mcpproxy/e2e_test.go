@@ -426,6 +426,9 @@ func buildDir(prefix string) (string, error) {
 }
 
 func TestMain(m *testing.M) {
+	if starts := os.Getenv(newOnlyEnv); starts != "" {
+		os.Exit(serveNewOnly(starts))
+	}
 	code := m.Run()
 	builds.Lock()
 	for _, dir := range builds.dirs {

@@ -109,13 +109,16 @@ type upstream struct {
 	// is stateless (stateless.go); nil for all but HTTP upstreams.
 	hub *slot
 
-	mu          sync.Mutex // protects everything below
-	era         era
-	revision    string // the revision last negotiated
-	connections int64  // connections made
-	progress    map[string]progressRoute
-	progressSeq int64
-	subs        map[string]map[*session]bool // resource URI → sessions subscribed through the hub
+	mu       sync.Mutex // protects everything below
+	era      era
+	revision string // the revision last negotiated
+	// skipHandshake: a command or transport upstream refused the
+	// handshake and spoke 2026-07-28 (upstream.go, connect)
+	skipHandshake bool
+	connections   int64 // connections made
+	progress      map[string]progressRoute
+	progressSeq   int64
+	subs          map[string]map[*session]bool // resource URI → sessions subscribed through the hub
 }
 
 // route is where a downstream tool goes.

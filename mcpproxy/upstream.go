@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/policy"
@@ -309,8 +310,57 @@ func (sl *slot) watch(cs *mcp.ClientSession) {
 }
 
 // connect starts the upstream and initializes an MCP client session with
-// the downstream client's capabilities.
+// the downstream client's capabilities, asking for the agent's revision. An
+// upstream that refuses the handshake of that revision but speaks
+// 2026-07-28 (a server of the new revision only) is reached with 2026-07-28
+// instead, the SDK's client carrying the agent's identity and capabilities
+// in each request's _meta, as a hub's calls do (stateless.go); the
+// upstream remembers it, so later sessions ask for 2026-07-28 at once.
 func (sl *slot) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	if sl.hub {
+		// Discover first; the SDK falls back to initialize.
+		return sl.dial(ctx, revisionStateless)
+	}
+	version := sl.s.protocolVersion()
+	if sl.up.discovers() {
+		version = revisionStateless
+	}
+	cs, err := sl.dial(ctx, version)
+	if err == nil || version >= revisionStateless || !refusedHandshake(err) {
+		return cs, err
+	}
+	cs, err2 := sl.dial(ctx, revisionStateless)
+	if err2 != nil {
+		return nil, errors.Join(err, fmt.Errorf("discovering %s: %w", revisionStateless, err2))
+	}
+	if stateless(cs) {
+		sl.s.p.log.Info("upstream refuses the handshake: reached with "+revisionStateless, "upstream", sl.up.Name,
+			"session", sl.s.id, "asked", version, "err", err)
+		sl.up.mu.Lock()
+		sl.up.skipHandshake = true
+		sl.up.mu.Unlock()
+	}
+	return cs, nil
+}
+
+// refusedHandshake reports whether err is the upstream's answer refusing
+// the initialize handshake (a JSON-RPC error: an unsupported revision, or
+// no such method), not a failure to reach it.
+func refusedHandshake(err error) bool {
+	_, ok := errors.AsType[*jsonrpc.Error](err)
+	return ok
+}
+
+// discovers reports whether u refused the handshake and is reached with
+// 2026-07-28 (connect).
+func (u *upstream) discovers() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.skipHandshake
+}
+
+// dial makes one connection to the upstream asking for version.
+func (sl *slot) dial(ctx context.Context, version string) (*mcp.ClientSession, error) {
 	t, err := sl.up.transport(sl.s.p.opts.Stderr)
 	if err != nil {
 		return nil, err
@@ -320,10 +370,8 @@ func (sl *slot) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		t = orderedTransport{t, b}
 	}
 	var client *mcp.Client
-	version := sl.s.protocolVersion()
 	if sl.hub {
-		// Discover first; the SDK falls back to initialize.
-		client, version = sl.s.p.newHubClient(sl), revisionStateless
+		client = sl.s.p.newHubClient(sl)
 	} else {
 		client = sl.s.newClient(sl)
 	}
