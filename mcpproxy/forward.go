@@ -424,9 +424,31 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 		return backend.Response{}, routeErr(req.Tool, err)
 	}
 	sl := s.slots[r.up.i]
+	res, onHub, err := b.callOn(ctx, s, sl, r, req)
+	if err != nil && onHub && staleEra(err) && ctx.Err() == nil {
+		// The upstream refused the hub's revision, so it ran nothing;
+		// the hub forgot what it knew (stateless.go): once more, with
+		// the revision the upstream speaks now.
+		res, _, err = b.callOn(ctx, s, sl, r, req)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return backend.Response{}, ctx.Err()
+		}
+		return backend.Response{}, err
+	}
+	// The log and progress messages the upstream sent before the result
+	// go to the agent first (order.go).
+	sl.settle(ctx)
+	return backend.Response{Output: renderResult(res), IsError: res.IsError, NeedsInput: res.NeedsInput(), Raw: res}, nil
+}
+
+// callOn calls the tool on the slot's connection (the hub's, when the
+// upstream is stateless: onHub).
+func (b *upstreamBackend) callOn(ctx context.Context, s *session, sl *slot, r route, req backend.Request) (res *mcp.CallToolResult, onHub bool, err error) {
 	cs, err := sl.get(ctx)
 	if err != nil {
-		return backend.Response{}, err
+		return nil, false, err
 	}
 	params := &mcp.CallToolParams{Name: r.tool, Arguments: req.Args}
 	if dc, ok := ctx.Value(downKey{}).(*downCall); ok && !req.Speculative && dc.session == req.Session && dc.tool == req.Tool {
@@ -436,21 +458,16 @@ func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backen
 	}
 	if h := sl.sharing(); h != nil && h.live() == cs {
 		// The hub serves every session: the call says whose it is.
+		onHub = true
 		params.Meta = s.requestMeta(params.Meta)
 		defer r.up.routeProgress(s, params.Meta)()
 	}
 	defer sl.track(req.Speculative)()
-	res, err := cs.CallTool(ctx, params)
+	res, err = cs.CallTool(ctx, params)
 	if err != nil {
-		if ctx.Err() != nil {
-			return backend.Response{}, ctx.Err()
-		}
-		return backend.Response{}, fmt.Errorf("upstream %q: %w", r.up.Name, err)
+		return nil, onHub, fmt.Errorf("upstream %q: %w", r.up.Name, err)
 	}
-	// The log and progress messages the upstream sent before the result
-	// go to the agent first (order.go).
-	sl.settle(ctx)
-	return backend.Response{Output: renderResult(res), IsError: res.IsError, NeedsInput: res.NeedsInput(), Raw: res}, nil
+	return res, onHub, nil
 }
 
 // Warmup brings the session's connection to the tool's upstream up if it

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,9 +22,10 @@ import (
 // revision up to 2025-11-25) is reached as before: a connection per
 // session, asked for the agent's own revision.
 //
-// Which era an HTTP upstream is in is learnt once, by the hub's first
-// connection: the Go SDK's client discovers first and falls back to the
-// initialize handshake when the server refuses. A fallback connection is
+// Which era an HTTP upstream is in is learnt by the hub's connection: the
+// Go SDK's client discovers first and falls back to the initialize
+// handshake when the server refuses; it is learnt again when the upstream
+// refuses the revision later (forget) and whenever the hub reconnects. A fallback connection is
 // closed at once (its session is ahead's, not an agent's), and every
 // session then connects on its own, exactly as before. Command and
 // transport upstreams have a connection (a process) per session whatever
@@ -262,8 +264,46 @@ func (p *Proxy) newHubClient(h *slot) *mcp.Client {
 		},
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: p.opts.Name, Version: p.opts.Version}, opts)
-	c.AddSendingMiddleware(sendRaw)
+	c.AddSendingMiddleware(sendRaw, func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if cs, ok := req.GetSession().(*mcp.ClientSession); ok && staleEra(err) {
+				h.forget(cs)
+			}
+			return res, err
+		}
+	})
 	return c
+}
+
+// staleEra reports whether err is the upstream refusing the revision the
+// hub reached it with (2026-07-28's unsupported protocol version): it has
+// changed since, restarted as a server of an older revision, say.
+func staleEra(err error) bool {
+	je, ok := errors.AsType[*jsonrpc.Error](err)
+	return ok && je.Code == mcp.CodeUnsupportedProtocolVersion
+}
+
+// forget drops the hub's connection cs after the upstream refused its
+// revision, and what was learnt of the upstream's era: the next request
+// learns it again (discover, falling back to the handshake), instead of
+// every call failing until ahead restarts. An upstream gone away (a broken
+// connection, a 404 without a JSON-RPC answer) is a crash: the hub
+// restarts, and learns the era again, as any start does.
+func (h *slot) forget(cs *mcp.ClientSession) {
+	h.mu.Lock()
+	if h.cs != cs {
+		h.mu.Unlock()
+		return
+	}
+	h.cs = nil
+	h.mu.Unlock()
+	u := h.up
+	u.mu.Lock()
+	u.era = eraUnknown
+	u.mu.Unlock()
+	h.s.p.log.Info("upstream refuses "+revisionStateless+": learning its revision again", "upstream", u.Name)
+	cs.Close()
 }
 
 // liveSessions returns every session of the proxy.

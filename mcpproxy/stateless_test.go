@@ -308,3 +308,55 @@ func TestInputRequiredOlderAgent(t *testing.T) {
 		t.Errorf("agent asked %d times, upstream got answers %q; want once, [accept st]", n, answered)
 	}
 }
+
+// TestStatelessUpstreamRestartedOlder: an HTTP upstream reached through
+// the hub with 2026-07-28 restarts as a server of an older revision (it
+// keeps sessions and refuses 2026-07-28 requests): the call that finds it
+// so is served, and so are the next, each session connecting on its own
+// with the handshake, instead of every call failing.
+func TestStatelessUpstreamRestartedOlder(t *testing.T) {
+	serve := func(stateless bool, versions []string, era string) http.Handler {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "restarting", Version: era},
+			&mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler), SupportedProtocolVersions: versions})
+		ro := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)}
+		mcp.AddTool(srv, &mcp.Tool{Name: "list", Annotations: ro},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return nil, map[string]any{"files": []string{"a.txt"}}, nil
+			})
+		mcp.AddTool(srv, &mcp.Tool{Name: "read", Annotations: ro},
+			func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Name + " from " + era}}}, nil, nil
+			})
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+			&mcp.StreamableHTTPOptions{Stateless: stateless, Logger: slog.New(slog.DiscardHandler)})
+	}
+	var current atomic.Value
+	current.Store(serve(true, nil, "new"))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		current.Load().(http.Handler).ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	p, _ := statelessRig(t, hs.URL)
+	a := serveAgent(t, p, "agent-a")
+	if res, _ := call(t, a, "read", map[string]any{"name": "x.txt"}); text(res) != "x.txt from new" {
+		t.Fatalf("read = %q before the restart", text(res))
+	}
+	if ups := p.Upstreams(); !ups[0].Shared || ups[0].Revision != revisionStateless {
+		t.Fatalf("upstream %+v before the restart, want shared, %s", ups[0], revisionStateless)
+	}
+
+	current.Store(serve(false, []string{agentProtocol}, "old"))
+	for _, name := range []string{"y.txt", "z.txt"} {
+		res, err := a.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": name}})
+		if err != nil || text(res) != name+" from old" {
+			t.Fatalf("read %s after the restart = %v, %v; want it from the older server", name, res, err)
+		}
+	}
+	if ups := p.Upstreams(); ups[0].Shared || ups[0].Revision != agentProtocol {
+		t.Errorf("upstream %+v after the restart, want a connection per session, %s", ups[0], agentProtocol)
+	}
+	b := serveAgent(t, p, "agent-b")
+	if res, _ := call(t, b, "read", map[string]any{"name": "w.txt"}); text(res) != "w.txt from old" {
+		t.Errorf("a new session's read = %q, want it from the older server", text(res))
+	}
+}
