@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ahead-dev/ahead/learn"
-	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/predict"
 	"github.com/ahead-dev/ahead/speculator"
@@ -29,11 +28,8 @@ func (o *Options) MinePool(sessions []trace.Session) (pool *pattern.Pool, heard 
 	if len(sessions) == 0 {
 		return nil, false, errors.New("no sessions to mine")
 	}
-	if pool, err = mine.Mine(sessions, nil); err != nil {
+	if pool, heard, err = learn.Mine(sessions, nil); err != nil {
 		return nil, false, fmt.Errorf("mining: %w", err)
-	}
-	if heard, err = learn.MineInto(pool, sessions); err != nil {
-		return nil, false, err
 	}
 	o.Mine = sessions
 	o.UsePool(pool)

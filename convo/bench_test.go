@@ -108,3 +108,27 @@ func BenchmarkObserve(b *testing.B) {
 		p.Observe(ev)
 	})
 }
+
+// BenchmarkMineShared mines the conversation model of both shared -conv
+// files (calls and messages), as a checkpoint and ahead mine do (issue 24:
+// relearning at a checkpoint). Skipped when the traces are not here.
+func BenchmarkMineShared(b *testing.B) {
+	var sessions []trace.Session
+	for _, name := range []string{"tau2-airline-retail-train-conv", "minisweagent-train-conv"} {
+		ss, err := trace.Collect(trace.NewReader(nil).Events(sharedDir + name + ".jsonl.gz"))
+		if err != nil {
+			b.Skipf("shared traces not here: %v", err)
+		}
+		sessions = append(sessions, ss...)
+	}
+	calls := 0
+	for _, s := range sessions {
+		calls += len(s.Events)
+	}
+	for b.Loop() {
+		if _, err := Mine(sessions, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/ahead-dev/ahead/convo"
-	"github.com/ahead-dev/ahead/mine"
 	"github.com/ahead-dev/ahead/pattern"
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -95,12 +94,9 @@ func (l *Learner) relearnFleet() (int, error) {
 	}
 	merged := counted
 	if len(sessions) > 0 {
-		mined, err := mine.Mine(sessions, &opts)
+		mined, _, err := Mine(sessions, &opts)
 		if err != nil {
 			return 0, fmt.Errorf("learn: mining the fleet's traffic: %w", err)
-		}
-		if _, err := MineInto(mined, sessions); err != nil {
-			return 0, fmt.Errorf("learn: %w", err)
 		}
 		if merged, err = pattern.Merge(counted, mined); err != nil {
 			return 0, err

@@ -326,15 +326,11 @@ func (l *Learner) Relearn() (int, error) {
 			opts.Discriminators = []pattern.Discriminator{}
 		}
 	}
-	mined, err := mine.Mine(sessions, &opts)
-	if err != nil {
-		return 0, fmt.Errorf("learn: mining observed calls: %w", err)
-	}
 	// The messages heard are mined with the calls, under convo's privacy
 	// rules, as ahead mine does.
-	heard, err := MineInto(mined, sessions)
+	mined, heard, err := Mine(sessions, &opts)
 	if err != nil {
-		return 0, fmt.Errorf("learn: %w", err)
+		return 0, fmt.Errorf("learn: mining observed calls: %w", err)
 	}
 	var conv *convo.Predictor
 	if heard {

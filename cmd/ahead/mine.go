@@ -80,12 +80,9 @@ func runMine(ctx context.Context, e *env, args []string) error {
 	opts := &mine.Options{MaxContext: *maxCtx, MinSupport: *minSup, MinConfidence: *minConf, MaxCandidates: *maxCands, Horizon: *horizon, KeepValues: *keepValues}
 	m := progress.New(e.stderr, "ahead mine", &progress.Options{Terminal: e.isTerminal})
 	opts.Progress = func(done, total int) { m.Update("contexts", done, total) }
-	pool, err := mine.Mine(sessions, opts)
+	pool, _, err := learn.Mine(sessions, opts)
 	m.Done()
 	if err != nil {
-		return err
-	}
-	if _, err := learn.MineInto(pool, sessions); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
