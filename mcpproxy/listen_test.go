@@ -1,11 +1,17 @@
 package mcpproxy
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +173,82 @@ func TestNewEraListen(t *testing.T) {
 	r.proxy.mu.Unlock()
 	if !kept {
 		t.Error("a run with an open listen was reaped as idle")
+	}
+}
+
+// TestNewEraListenTypeScript: the TypeScript SDK v2 client, pinned to
+// 2026-07-28, listens (client.listen) in its run: ahead acknowledges the
+// tool list changes and the resource it asked for, and the client's
+// handlers get its own upstream's list change and resource update.
+func TestNewEraListenTypeScript(t *testing.T) {
+	node, _ := testdeps(t)
+	script, err := filepath.Abs(filepath.Join("testdata", "tslisten.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := filepath.Abs(filepath.Join("..", "testdeps", "node_modules", "@modelcontextprotocol", "client", "dist", "index.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, rigOptions{})
+	front := httptest.NewServer(r.proxy.Handler())
+	t.Cleanup(front.Close)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, front.URL, "ts-run", "test://motd")
+	cmd.Env = append(os.Environ(), "MCP_CLIENT=file://"+client)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	next := func(what string) string {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("the TypeScript client ended before %s: %v", what, cmd.Wait())
+		}
+		return lines.Text()
+	}
+	ack := next("the acknowledgement")
+	var agreed mcp.NotificationSubscriptions
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(ack, "ack ")), &agreed); err != nil ||
+		!agreed.ToolsListChanged || !slices.Equal(agreed.ResourceSubscriptions, []string{"test://motd"}) {
+		t.Fatalf("listen acknowledged %q, want tools list changes and test://motd", ack)
+	}
+	r.proxy.mu.Lock()
+	run := r.proxy.byID["ts-run"]
+	r.proxy.mu.Unlock()
+	if run == nil {
+		t.Fatal("no session for the run ts-run")
+	}
+	// The run's own upstream connection is the newest.
+	r.up.mu.Lock()
+	up := r.up.servers[len(r.up.servers)-1]
+	r.up.mu.Unlock()
+	if err := up.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: "test://motd"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("the resource update"); got != "updated test://motd" {
+		t.Errorf("the client got %q, want the update of test://motd", got)
+	}
+	up.AddTool(&mcp.Tool{Name: "new", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	if got := next("the tools list change"); got != "tools" {
+		t.Errorf("the client got %q, want the tools list change", got)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the TypeScript client: %v", err)
 	}
 }
