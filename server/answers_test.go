@@ -155,6 +155,41 @@ func TestOutputsWithinBudget(t *testing.T) {
 			}
 		})
 	})
+	// Issue 23: beside 100 clients reading nothing of 8 MiB answers, a
+	// normal call's 3-byte output waited seconds for the budget, which
+	// large reads, each holding a part and waiting for more, had filled.
+	t.Run("small outputs use the reserve; large ones go oldest first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAnswers(1000 * k) // reserve 250k
+			rc := http.NewResponseController(httptest.NewRecorder())
+			f := a.begin(600*k, rc, nil) // an answer its client is taking
+			l1, l2, l3 := a.newHold(), a.newHold(), a.newHold()
+			if !ready(grow(l1, 150*k)) {
+				t.Fatal("a large read within the budget but the reserve waited")
+			}
+			second := grow(l2, 250*k)
+			if ready(second) {
+				t.Fatal("a large read went on into the reserve")
+			}
+			if !ready(grow(a.newHold(), 3)) {
+				t.Fatal("a small read waited behind large ones")
+			}
+			l1.end() // 150k freed: enough for l3's read, not for l2's
+			third := grow(l3, 100*k)
+			if ready(third) {
+				t.Fatal("a newer large read took the bytes an older one waits for")
+			}
+			a.end(f)
+			if !ready(second) || !ready(third) {
+				t.Error("the large reads did not go on once the answer ended")
+			}
+			if got := a.stats().Bytes; got != 350*k+3 {
+				t.Errorf("%d bytes counted, want %d", got, 350*k+3)
+			}
+			l2.end()
+			l3.end()
+		})
+	})
 	t.Run("a stalled answer gives way", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := newAnswers(1000 * k)
