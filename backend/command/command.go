@@ -21,7 +21,6 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ahead-dev/ahead/backend"
 )
@@ -219,7 +219,11 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 	errW.Close()
 	pid := cmd.Process.Pid
 
-	stdout := &limitedBuffer{max: b.opts.MaxOutputBytes, full: make(chan struct{})}
+	// Counted in the front's budget (if any) as it is read (issue 23):
+	// while the budget is full the pipe is not read and the command
+	// waits on it, nothing is lost.
+	stdout := &limitedBuffer{max: b.opts.MaxOutputBytes, full: make(chan struct{}),
+		ctx: ctx, budget: backend.BudgetOf(ctx)}
 	stderr := &tailBuffer{max: b.opts.MaxStderrBytes}
 	var pumps sync.WaitGroup
 	pumps.Go(func() {
@@ -275,10 +279,15 @@ func (b *Backend) run(ctx context.Context, argv []string, req backend.Request) (
 		return backend.Response{IsError: true, Output: fmt.Sprintf("output over the %d-byte limit; command killed", b.opts.MaxOutputBytes)}, nil
 	}
 	if exitErr == nil {
-		return backend.Response{Output: stdout.buf.String()}, nil
+		// Handed over without another copy: the buffer is not used again.
+		var out string
+		if len(stdout.buf) > 0 {
+			out = unsafe.String(&stdout.buf[0], len(stdout.buf))
+		}
+		return backend.Response{Output: out}, nil
 	}
 	if ee, ok := errors.AsType[*exec.ExitError](exitErr); ok {
-		return backend.Response{IsError: true, Output: failure(stdout.buf.Bytes(), ee, stderr.String())}, nil
+		return backend.Response{IsError: true, Output: failure(stdout.buf, ee, stderr.String())}, nil
 	}
 	return backend.Response{}, exitErr
 }
@@ -303,21 +312,24 @@ func failure(stdout []byte, ee *exec.ExitError, stderr string) string {
 	return b.String()
 }
 
-// limitedBuffer keeps at most max bytes; one more and it closes full.
+// limitedBuffer keeps at most max bytes, counted in budget (nil: not
+// counted) as they are read; one more and it closes full.
 type limitedBuffer struct {
 	max      int64
-	buf      bytes.Buffer
+	ctx      context.Context // the call's: a wait for the budget ends with it
+	budget   backend.Budget
+	buf      []byte
 	overflow bool
 	full     chan struct{}
 }
 
 func (l *limitedBuffer) readFrom(r io.Reader) {
-	_, err := l.buf.ReadFrom(io.LimitReader(r, l.max))
+	buf, err := backend.ReadCounted(l.ctx, l.budget, r, 0, l.max)
+	l.buf = buf // what was read, if the pipe failed; nil if the call's context ended
 	if err != nil {
 		return
 	}
-	var one [1]byte
-	if n, _ := r.Read(one[:]); n > 0 {
+	if int64(len(buf)) > l.max {
 		l.overflow = true
 		close(l.full)
 	}

@@ -323,6 +323,49 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 		}
 	})
 
+	// Issue 23: outputs of exec backends were outside max_answer_bytes,
+	// each held up to max_output_bytes while read and answered. 64
+	// clients at once calling a command that writes 8 MiB, each reading
+	// its whole answer: every one is answered, the outputs being read
+	// wait within max_answer_bytes.
+	t.Run("exec outputs at once", func(t *testing.T) {
+		dir := t.TempDir()
+		script := filepath.Join(dir, "big.sh")
+		if err := os.WriteFile(script, []byte("#!/bin/sh\nhead -c "+strconv.Itoa(bigOutput)+" /dev/zero | tr '\\0' x\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		s := startProcess(t, "listen: 127.0.0.1:0\nbackends: {local: {exec: {command: ["+strconv.Quote(script)+"]}}}\n")
+		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range 64 {
+				wg.Go(func() {
+					<-start
+					resp, err := http.Post(s.url+"/v1/sessions/x"+strconv.Itoa(i)+"/calls", "application/json",
+						strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer resp.Body.Close()
+					n, err := io.Copy(io.Discard, resp.Body)
+					if err != nil || resp.StatusCode != http.StatusOK || n < bigOutput || n > bigOutput+200 {
+						t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, n, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+		})
+		st, err := httpapi.FetchStats(t.Context(), nil, s.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
+			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
+		}
+	})
+
 	// Issue 23: the Learner's kept calls. One session of 400 calls of
 	// 1 MiB outputs with learning on took RSS from 25 to 649 MiB at
 	// max_bytes: 8MiB (the loop that trims kept calls never trimmed the
