@@ -73,6 +73,19 @@ type Warmer interface {
 	Warmup(ctx context.Context, req Request) error
 }
 
+// RawCodec is a Backend whose results' front-specific form
+// (Response.Raw) can travel between the replicas of a fleet, so that a
+// result of a tool shared across replicas (engine.ResultSharer) reaches
+// another replica's agent in the very form its own call would have had (an
+// MCP upstream's whole CallToolResult, structured content and all).
+// EncodeRaw returns raw as JSON; DecodeRaw returns what EncodeRaw encoded,
+// as Response.Raw. A backend with a Raw and no codec shares its results
+// within its replica only.
+type RawCodec interface {
+	EncodeRaw(raw any) (json.RawMessage, error)
+	DecodeRaw(data json.RawMessage) (any, error)
+}
+
 // Func is an in-process tool: it receives the canonical arguments and
 // returns the output, or an error that becomes an error result.
 type Func func(ctx context.Context, args json.RawMessage) (string, error)

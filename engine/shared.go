@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/ahead-dev/ahead/backend"
@@ -23,7 +24,10 @@ type Mark struct {
 
 // SharedResult is a result another replica may reuse.
 type SharedResult struct {
-	Output    string
+	Output string
+	// Raw is the result's front-specific form (backend.Response.Raw)
+	// encoded by its backend's backend.RawCodec; nil when it has none.
+	Raw       json.RawMessage
 	Took      time.Duration // how long the tool ran
 	Expires   time.Time     // the end of its lifetime (its tool's TTL)
 	Footprint policy.Footprint
@@ -34,9 +38,10 @@ type SharedResult struct {
 // door, that a completed shared result is still valid, then Shares it; and
 // a call of a shared tool without a result on this replica asks Lookup,
 // which vouches for what it returns (the fence, and no write applied since
-// the result's mark may change it) or finds nothing. Results with a
+// the result's mark may change it) or finds nothing. A result with a
 // front-specific form (backend.Response.Raw, an MCP upstream's whole
-// result) stay with their replica: only an Output travels.
+// result) travels with it when its backend is a backend.RawCodec (the MCP
+// proxy's upstreams are), and stays with its replica otherwise.
 type ResultSharer interface {
 	Mark(ctx context.Context) (Mark, bool)
 	Share(backend string, key callkey.Key, r SharedResult, mark Mark)
@@ -58,7 +63,42 @@ func (c *authCall) fromFleet(ctx context.Context) (Result, bool) {
 	if !ok {
 		return Result{}, false
 	}
+	resp := backend.Response{Output: r.Output}
+	if len(r.Raw) > 0 {
+		// The front's form, as the tool's replica had it: without it the
+		// agent would receive another shape (an MCP result rendered to
+		// text), so a result that cannot be decoded is not reused.
+		codec, ok := c.e.backends[c.backend].(backend.RawCodec)
+		if !ok {
+			return Result{}, false
+		}
+		raw, err := codec.DecodeRaw(r.Raw)
+		if err != nil {
+			c.e.opts.Logger.Warn("fleet: a shared result's raw form", "backend", c.backend, "tool", c.key.Tool, "err", err)
+			return Result{}, false
+		}
+		resp.Raw = raw
+	}
 	c.toolTime = r.Took
-	res := c.result(backend.Response{Output: r.Output}, Reused, r.Took)
+	res := c.result(resp, Reused, r.Took)
 	return res, true
+}
+
+// rawForFleet encodes a completed result's front-specific form for the
+// fleet (SharedResult.Raw): nil for a result without one; ok is false when
+// its backend cannot encode it (it is not shared).
+func (e *Engine) rawForFleet(bname string, raw any) (json.RawMessage, bool) {
+	if raw == nil {
+		return nil, true
+	}
+	codec, ok := e.backends[bname].(backend.RawCodec)
+	if !ok {
+		return nil, false
+	}
+	data, err := codec.EncodeRaw(raw)
+	if err != nil {
+		e.opts.Logger.Warn("fleet: encoding a result's raw form", "backend", bname, "err", err)
+		return nil, false
+	}
+	return data, true
 }

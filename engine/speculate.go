@@ -477,9 +477,13 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 	// Read before the entry is seen still valid below: every write the
 	// fleet applied up to the mark has been checked against it.
 	var mark Mark
+	var raw json.RawMessage
 	marked := false
-	if e.sharer != nil && en.sess == nil && err == nil && !resp.IsError && resp.Raw == nil {
-		mark, marked = e.sharer.Mark(ctx)
+	if e.sharer != nil && en.sess == nil && err == nil && !resp.IsError {
+		var ok bool
+		if raw, ok = e.rawForFleet(en.backend, resp.Raw); ok {
+			mark, marked = e.sharer.Mark(ctx)
+		}
 	}
 	var share *SharedResult
 
@@ -515,7 +519,7 @@ func (e *Engine) runSpec(ctx context.Context, en *entry, b backend.Backend) {
 		}
 		e.st.filed.add(en)
 		if marked && en.level == policy.LevelFull && e.crossSession(en) && en.req.Tool == en.key.Tool {
-			share = &SharedResult{Output: resp.Output, Took: now.Sub(en.started), Expires: en.expires, Footprint: en.fp}
+			share = &SharedResult{Output: resp.Output, Raw: raw, Took: now.Sub(en.started), Expires: en.expires, Footprint: en.fp}
 		}
 		e.enforceBytesLocked(en.sess, now)
 		if e.st.onFiled != nil {

@@ -156,6 +156,10 @@ type replicas struct {
 	// heartbeat and presence are the replicas' HeartbeatInterval and
 	// PresenceTTL; 0 means the defaults.
 	heartbeat, presence time.Duration
+	// mcpShaped: the store answers as an MCP upstream does (mcpStore),
+	// and a read is fresh only if the result the agent receives in that
+	// form holds the store's value.
+	mcpShaped bool
 }
 
 type replica struct {
@@ -242,8 +246,12 @@ func (r *replicas) start(t *testing.T, i int) *replica {
 	if m.noPresence {
 		fleet.SetNoPresence(f)
 	}
+	var be backend.Backend = r.st.backend()
+	if r.mcpShaped {
+		be = mcpStore{r.st.backend()}
+	}
 	eo := &engine.Options{
-		Backends:  map[string]engine.Backend{"store": {Backend: r.st.backend()}},
+		Backends:  map[string]engine.Backend{"store": {Backend: be}},
 		Policy:    testPolicy,
 		Predictor: r.oracle,
 		Fleet:     m,
@@ -347,6 +355,11 @@ func (r *replicas) run(t *testing.T, sessions, steps, keys, parallel int, seed u
 					want := "ok"
 					if !o.write {
 						want = r.st.value(o.key)
+					}
+					if r.mcpShaped && err == nil {
+						// What the agent receives is the upstream's
+						// result: its value, there.
+						res.Output = valueOf(res.Raw)
 					}
 					if o.write {
 						l.Unlock()

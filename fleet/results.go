@@ -44,6 +44,11 @@ import (
 // a result reading several resources is purged by a write of its first and
 // otherwise refused until it expires.
 //
+// A result with a front-specific form (an MCP upstream's whole result)
+// travels with it (sharedValue.Raw), under the same rules: the engine
+// shares it only when its backend can encode it (backend.RawCodec), and
+// reuses it only in that form.
+//
 // Bounds: a value holds at most MaxResultSize bytes (larger results stay
 // with their replica), the bucket MaxResultBytes (a full bucket refuses
 // puts: counted, the result stays local), each key lives its result's TTL
@@ -104,15 +109,18 @@ func (c *clock) validLocked(seq uint64, fp policy.Footprint) bool {
 
 // sharedValue is a result in the bucket.
 type sharedValue struct {
-	Replica string   `json:"r"`
-	Epoch   int64    `json:"e"` // the stream's creation time: sequences of another stream mean nothing
-	Seq     uint64   `json:"s"` // valid at this sequence
-	Output  string   `json:"o"`
-	TookNS  int64    `json:"t"`
-	Expires int64    `json:"x"` // unix ns
-	Any     bool     `json:"any,omitempty"`
-	Res     []string `json:"res,omitempty"`
-	Paths   []string `json:"paths,omitempty"`
+	Replica string `json:"r"`
+	Epoch   int64  `json:"e"` // the stream's creation time: sequences of another stream mean nothing
+	Seq     uint64 `json:"s"` // valid at this sequence
+	Output  string `json:"o"`
+	// Raw is the result's front-specific form (an MCP upstream's whole
+	// result), as its backend encoded it (backend.RawCodec).
+	Raw     json.RawMessage `json:"raw,omitempty"`
+	TookNS  int64           `json:"t"`
+	Expires int64           `json:"x"` // unix ns
+	Any     bool            `json:"any,omitempty"`
+	Res     []string        `json:"res,omitempty"`
+	Paths   []string        `json:"paths,omitempty"`
 }
 
 func (v sharedValue) footprint() policy.Footprint {
@@ -231,7 +239,7 @@ func (f *Fleet) Share(backend string, key callkey.Key, r engine.SharedResult, ma
 	if _, ok := f.backend[f.subject(backend)]; !ok || ttl <= 0 {
 		return
 	}
-	v := sharedValue{Replica: f.opts.Replica, Epoch: mark.Epoch, Seq: mark.Seq, Output: r.Output,
+	v := sharedValue{Replica: f.opts.Replica, Epoch: mark.Epoch, Seq: mark.Seq, Output: r.Output, Raw: r.Raw,
 		TookNS: int64(r.Took), Expires: r.Expires.UnixNano(), Any: r.Footprint.Any, Res: r.Footprint.Resources}
 	for _, p := range r.Footprint.Paths {
 		v.Paths = append(v.Paths, p.Name)
@@ -331,7 +339,7 @@ func (f *Fleet) Lookup(ctx context.Context, backend string, key callkey.Key, fp 
 		return engine.SharedResult{}, false
 	}
 	f.stats.sharedHits.Add(1)
-	return engine.SharedResult{Output: v.Output, Took: time.Duration(v.TookNS), Expires: time.Unix(0, v.Expires), Footprint: fp}, true
+	return engine.SharedResult{Output: v.Output, Raw: v.Raw, Took: time.Duration(v.TookNS), Expires: time.Unix(0, v.Expires), Footprint: fp}, true
 }
 
 // sharer sends the queued puts and purges, until Close.

@@ -1,9 +1,15 @@
 package fleet_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/engine"
 	"github.com/ahead-dev/ahead/fleet"
@@ -16,12 +22,26 @@ import (
 // agent receives equals the store's value at that moment. Reusing a shared
 // result without checking the writes applied since its mark makes stale
 // reads appear.
-func TestSharedResultsDifferential(t *testing.T) {
+func TestSharedResultsDifferential(t *testing.T) { sharedDifferential(t, false) }
+
+// TestSharedMCPResultsDifferential: the same with results in an MCP
+// upstream's form (mcpStore): each one reused on another replica reaches
+// the agent whole (structured content, content, _meta), and holds the
+// store's value at that moment; unchecked, stale ones appear.
+func TestSharedMCPResultsDifferential(t *testing.T) { sharedDifferential(t, true) }
+
+func sharedDifferential(t *testing.T, mcpShaped bool) {
 	sessions := 1500
 	if raceEnabled || testing.Short() {
 		sessions = 450
 	}
-	r := startReplicas(t, 3, mutant{sharedGet: true}, "")
+	start := func(mut mutant) *replicas {
+		r := newReplicas(t, 3, mut, "")
+		r.mcpShaped = mcpShaped
+		r.startAll(t)
+		return r
+	}
+	r := start(mutant{sharedGet: true})
 	// Fewer writes than the other tests (one step in 8, on 8 keys), so
 	// that enough results survive from their put to a read on another
 	// replica under -race too.
@@ -60,7 +80,7 @@ func TestSharedResultsDifferential(t *testing.T) {
 	}
 
 	t.Run("no result check", func(t *testing.T) {
-		r := startReplicas(t, 3, mutant{sharedGet: true, noResultCheck: true}, "")
+		r := start(mutant{sharedGet: true, noResultCheck: true})
 		r.writeOneIn = 8
 		out := r.run(t, sessions, 6, 8, 24, 6, nil)
 		t.Logf("%d calls: %d reused, %d stale", out.calls, out.reused, out.stale)
@@ -150,4 +170,55 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// mcpStore is the store answering as an MCP upstream does: its result's
+// front-specific form (backend.Response.Raw) is the whole CallToolResult,
+// structured content and all, which a front hands the agent; like the MCP
+// proxy's upstreams it is a backend.RawCodec, so that the form travels
+// between replicas.
+type mcpStore struct{ backend.Funcs }
+
+var _ backend.RawCodec = mcpStore{}
+
+func (m mcpStore) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
+	resp, err := m.Funcs.Call(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	resp.Raw = &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: "value: " + resp.Output}},
+		StructuredContent: map[string]any{"value": resp.Output},
+		Meta:              mcp.Meta{"store": "test"},
+	}
+	resp.Output = "rendered " + resp.Output // not what the agent is given
+	return resp, nil
+}
+
+func (mcpStore) EncodeRaw(raw any) (json.RawMessage, error) { return json.Marshal(raw) }
+
+func (mcpStore) DecodeRaw(data json.RawMessage) (any, error) {
+	var r mcp.CallToolResult
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// valueOf is the value an MCP-shaped result holds, as the agent receives
+// it; a result in another shape (rendered to text) holds none.
+func valueOf(raw any) string {
+	r, ok := raw.(*mcp.CallToolResult)
+	if !ok || r == nil {
+		return fmt.Sprintf("(not an MCP result: %T)", raw)
+	}
+	sc, _ := r.StructuredContent.(map[string]any)
+	v, _ := sc["value"].(string)
+	if len(r.Content) != 1 || r.Meta["store"] != "test" {
+		return fmt.Sprintf("(an MCP result reshaped: %+v)", r)
+	}
+	if tc, ok := r.Content[0].(*mcp.TextContent); !ok || tc.Text != "value: "+v {
+		return fmt.Sprintf("(an MCP result whose text is not its value: %+v)", r.Content[0])
+	}
+	return v
 }
