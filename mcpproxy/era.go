@@ -165,7 +165,10 @@ type resolver interface{ Resolve(session string) string }
 // own: a fresh session, ended with the request, so nothing per session is
 // shared between requests that cannot be told apart and no prediction comes
 // from another run.
-func (p *Proxy) runFor(method string, req mcp.Request) (*session, func(), error) {
+//
+// init is what the request says of its client (its protocol version,
+// identity and capabilities, from _meta): a run keeps its first request's.
+func (p *Proxy) runFor(method string, req mcp.Request, init *mcp.InitializeParams) (*session, func(), error) {
 	name, err := runName(req)
 	if err != nil {
 		return nil, nil, err
@@ -173,13 +176,12 @@ func (p *Proxy) runFor(method string, req mcp.Request) (*session, func(), error)
 	if name == "" && method == "tools/call" {
 		name = p.linkedRun(req.GetParams().(*mcp.CallToolParamsRaw))
 	}
-	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if name != "" {
-		s, err := p.runSession(name, ss)
+		s, err := p.runSession(name, init)
 		return s, func() {}, err
 	}
 	id := "mcp-" + rand.Text()
-	s, err := p.runSession(id, ss)
+	s, err := p.runSession(id, init)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,18 +217,17 @@ func (p *Proxy) linkedRun(params *mcp.CallToolParamsRaw) string {
 }
 
 // runSession returns the session of run id, started on first use with the
-// identity and capabilities of the request that started it (ss: the SDK's
-// session of one new-era request).
-func (p *Proxy) runSession(id string, ss *mcp.ServerSession) (*session, error) {
+// identity and capabilities of the request that started it (init).
+func (p *Proxy) runSession(id string, init *mcp.InitializeParams) (*session, error) {
 	s, err := p.callSession(id)
 	if err != nil {
 		return nil, err
 	}
 	first := s.client.CompareAndSwap(false, true)
-	if ss != nil {
+	if init != nil {
 		s.mu.Lock()
 		if s.init == nil {
-			s.init = ss.InitializeParams()
+			s.init = init
 		}
 		s.mu.Unlock()
 	}

@@ -44,7 +44,7 @@ func (p *Proxy) receive(runs bool) mcp.Middleware {
 			var err error
 			if runs {
 				var end func()
-				s, end, err = p.runFor(method, req)
+				s, end, err = p.runFor(method, req, ss.InitializeParams())
 				if err != nil {
 					return nil, err
 				}

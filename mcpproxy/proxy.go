@@ -302,6 +302,9 @@ func (p *Proxy) Handler() http.Handler {
 		&mcp.StreamableHTTPOptions{Logger: discardLogger, Stateless: true, MaxRequestBodyBytes: p.opts.MaxBodyBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if newEraHTTP(r) {
+			if p.serveRun(w, r) {
+				return
+			}
 			stateless.ServeHTTP(w, r)
 			return
 		}
