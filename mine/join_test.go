@@ -72,3 +72,95 @@ func TestMineJoined(t *testing.T) {
 		}
 	}
 }
+
+// TestMineJoinedAcross mines values of two sources from different events
+// (a folder created two calls back + "/" + each name a listing returned; a
+// base URL one call returned + "/items/" + each id another listed), writes
+// the pool and reads it back, and predicts, in a session with a folder, a
+// URL and names never seen, every call of the list. No value of the
+// traces may be in the pool.
+func TestMineJoinedAcross(t *testing.T) {
+	tests := []struct {
+		file   string
+		values []string // of the traces: none may be in the pool
+		events []trace.Event
+		tool   string
+		want   []string
+	}{{
+		file:   "testdata/move.jsonl",
+		values: []string{"/home/u", "archive", "inbox", "alpha0"},
+		events: []trace.Event{
+			{Tool: "create_directory", Args: json.RawMessage(`{"path":"/srv/q/done"}`), Output: "Successfully created directory /srv/q/done"},
+			{Tool: "list_directory", Args: json.RawMessage(`{"path":"/srv/q/todo"}`), Output: "[FILE] one.go\n[FILE] two.yaml"},
+		},
+		tool: "move_file",
+		want: []string{
+			`{"destination":"/srv/q/done/one.go","source":"/srv/q/todo/one.go"}`,
+			`{"destination":"/srv/q/done/two.yaml","source":"/srv/q/todo/two.yaml"}`,
+		},
+	}, {
+		file:   "testdata/url.jsonl",
+		values: []string{"example.org", "k0x0", "cat0"},
+		events: []trace.Event{
+			{Tool: "get_service", Args: json.RawMessage(`{"name":"catalog"}`), Output: `{"name":"catalog","base_url":"http://10.0.0.7:8080/v3","region":"us"}`},
+			{Tool: "search_items", Args: json.RawMessage(`{"query":"lamp"}`), Output: `{"items":[{"id":"Q-17","title":"lamp"},{"id":"Q-21","title":"shade"}]}`},
+		},
+		tool: "http_get",
+		want: []string{`{"url":"http://10.0.0.7:8080/v3/items/Q-17"}`, `{"url":"http://10.0.0.7:8080/v3/items/Q-21"}`},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			ss, err := trace.Collect(trace.NewReader(nil).Events(tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mined, err := mine.Mine(ss, &mine.Options{MinSupport: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			if err := mined.Encode(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tt.values {
+				if strings.Contains(b.String(), s) {
+					t.Errorf("the pool holds %q, a value of the traces", s)
+				}
+			}
+			pool, err := pattern.Decode([]byte(b.String()))
+			if err != nil {
+				t.Fatalf("the pool written is not read back: %v", err)
+			}
+			across := 0
+			for _, pt := range pool.Patterns {
+				for _, m := range pt.Args {
+					if m.Base != nil && m.Base.From != nil {
+						across++
+					}
+				}
+			}
+			if across == 0 {
+				t.Fatal("no mapping reads its first part from an event of its own")
+			}
+			o, err := pattern.NewOnline(pool, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for i, ev := range tt.events {
+				ev.Session, ev.Seq, ev.Status = "new", i, trace.StatusOK
+				got = got[:0]
+				for _, p := range o.Observe(ev) {
+					if p.Tool == tt.tool && p.Args != nil {
+						got = append(got, string(p.Args))
+					}
+				}
+			}
+			for _, w := range tt.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("predictions after the listing lack %s; got %v", w, got)
+				}
+			}
+		})
+	}
+}

@@ -318,6 +318,15 @@ func (m *miner) discover() {
 					srcs = append(srcs, src{e, rank})
 				}
 			}
+			// The events a value's first part may be read from when the
+			// rest comes from another (joined.go): the most recent of
+			// each signature, as a signature reference names them.
+			var bases []baseSource
+			for _, s := range srcs {
+				if s.rank == 0 {
+					bases = append(bases, baseSource{back: int32(t - s.e), sig: m.events[s.e].sig, x: get(s.e)})
+				}
+			}
 			var out []rawCand
 			for _, a := range me.args {
 				start := len(out)
@@ -340,6 +349,7 @@ func (m *miner) discover() {
 						break
 					}
 				}
+				out = joinAcross(out, start, bases)
 			}
 			for i := range out {
 				out[i].body = m.body(&out[i])

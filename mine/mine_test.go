@@ -59,8 +59,21 @@ func TestMineGolden(t *testing.T) {
 			{Arg: "mode", Const: json.RawMessage(`"fast"`)},
 		}},
 		{"text", "upload", nil, []pattern.Mapping{{Arg: "file", From: &pattern.Ref{}, Part: pattern.PartOutput, Text: &pattern.TextSel{Line: 1, Token: intp(2)}}}},
+		// Values of two sources from different events (joined.go): the
+		// folder created two calls back + "/" + each name listed, beside
+		// the listed folder + "/" + the same name; a base URL one call
+		// returned + "/items/" + each id another listed.
+		{"move", "move_file", &pattern.ListSource{Part: pattern.PartOutput, Lines: true}, []pattern.Mapping{
+			{Arg: "destination", Part: pattern.PartItem, Text: &pattern.TextSel{Token: intp(-1)}, Prefix: "/",
+				Base: &pattern.Base{From: last("create_directory"), Part: pattern.PartArgs, Path: "/path"}},
+			{Arg: "source", Part: pattern.PartItem, Text: &pattern.TextSel{Token: intp(-1)}, Prefix: "/",
+				Base: &pattern.Base{Part: pattern.PartArgs, Path: "/path"}},
+		}},
+		{"url", "http_get", &pattern.ListSource{Part: pattern.PartOutput, Path: "/items"}, []pattern.Mapping{
+			{Arg: "url", Part: pattern.PartItem, Path: "/id", Prefix: "/items/",
+				Base: &pattern.Base{From: last("get_service"), Part: pattern.PartOutput, Path: "/base_url"}},
+		}},
 	}
-	_ = last
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			pool, err := Mine(readSessions(t, filepath.Join("testdata", tt.file+".jsonl")), &Options{MinSupport: 2})
@@ -76,7 +89,7 @@ func TestMineGolden(t *testing.T) {
 				seen = append(seen, pt.Describe())
 				listOK := (tt.list == nil) == (pt.List == nil)
 				if listOK && tt.list != nil {
-					listOK = pt.List.Part == tt.list.Part && pt.List.Path == tt.list.Path
+					listOK = pt.List.Part == tt.list.Part && pt.List.Path == tt.list.Path && pt.List.Lines == tt.list.Lines
 				}
 				if listOK && cmp.Equal(tt.want, pt.Args) {
 					found = true

@@ -421,6 +421,10 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 				r.Sig = &sg
 			}
 			ac := candFromRaw(f.rc, r)
+			if f.rc.baseSig > 0 {
+				sg := m.c.Signature(f.rc.baseSig)
+				ac.m.Base.From = &pattern.Ref{Sig: &sg}
+			}
 			ac.count = f.count
 			out = append(out, ac)
 		}
@@ -432,7 +436,24 @@ func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand 
 		return complexity(a) - complexity(b)
 	})
 	if len(out) > maxArgCands {
+		// A value of two sources whose second part is a list's element,
+		// explaining as many calls as the best mapping, is kept even when
+		// simpler places of one element fill the slots (the first line of
+		// a listing, from the start and from the end, in this event and
+		// in the most recent of its signature, its first part read from
+		// one event or another): it also offers the later elements, which
+		// the agent often reads in the same step.
+		joinedList := func(ac *argCand) bool { return ac.list != nil && ac.m.Base != nil }
+		var list *argCand
+		if !slices.ContainsFunc(out[:maxArgCands], joinedList) {
+			if i := slices.IndexFunc(out[maxArgCands:], joinedList); i >= 0 && out[maxArgCands+i].count == out[0].count {
+				list = out[maxArgCands+i]
+			}
+		}
 		out = out[:maxArgCands]
+		if list != nil {
+			out = append(out, list)
+		}
 	}
 	// The most frequent value, as a constant, if more than one session
 	// made it: a value that only one session ever used (a file it named,
@@ -484,6 +505,9 @@ func complexity(ac *argCand) int {
 	}
 	if ac.m.Base != nil {
 		n += 2
+		if ac.m.Base.From != nil {
+			n++ // an event of its own
+		}
 	}
 	if ac.list != nil && ac.list.Lines {
 		n++
@@ -513,6 +537,11 @@ func bodyKey(rc *rawCand) string {
 	var b strings.Builder
 	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix, rc.basePart, rc.basePath} {
 		b.WriteString(f)
+		b.WriteByte(0)
+	}
+	if rc.baseSig > 0 {
+		b.WriteString("base@")
+		b.WriteString(strconv.Itoa(int(rc.baseSig)))
 		b.WriteByte(0)
 	}
 	if rc.lines {

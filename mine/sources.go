@@ -215,8 +215,10 @@ type rawCand struct {
 	// pattern.ListSource.Lines); list may then be "".
 	lines bool
 	// basePart and basePath, when set, name the first part of a value of
-	// two sources, in the same event (pattern.Base).
+	// two sources (pattern.Base): in the same event, or, with baseSig,
+	// in the session's most recent event of that signature (joined.go).
 	basePart, basePath string
+	baseSig            int32
 	body               int32 // the number of bodyKey(this) in the miner
 }
 

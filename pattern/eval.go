@@ -272,12 +272,7 @@ func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val 
 		v, ok := rawjson.Lookup(item, s.path)
 		return v, false, nil, ok
 	}
-	var p *Payload
-	if s.sig > 0 {
-		p = h.Last(s.sig)
-	} else if s.ctx < len(pos) {
-		p = h.At(pos[s.ctx])
-	}
+	p := cp.eventOf(s, pos, h)
 	if p == nil {
 		return nil, false, nil, false
 	}
@@ -299,6 +294,17 @@ func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val 
 	}
 	v, ok := p.lookup(s.part, raw, s.ptr, s.path)
 	return v, false, p, ok
+}
+
+// eventOf returns the event a source (not a list item) names, or nil.
+func (cp *cpattern) eventOf(s *csource, pos []int, h History) *Payload {
+	if s.sig > 0 {
+		return h.Last(s.sig)
+	}
+	if s.ctx < len(pos) {
+		return h.At(pos[s.ctx])
+	}
+	return nil
 }
 
 // appendArgs appends the canonical arguments object. item is the current
@@ -330,9 +336,13 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	}
 	var base string
 	if m.base != nil {
-		// The first part is read from the event the rest comes from.
+		// The first part is read from the event the rest comes from, or
+		// from an event of its own.
 		at := from
-		if m.src.part == PartItem {
+		switch {
+		case m.baseOwn:
+			at = cp.eventOf(m.base, pos, h)
+		case m.src.part == PartItem:
 			at = itemFrom
 		}
 		if at == nil {

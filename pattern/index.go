@@ -86,7 +86,8 @@ type cmapping struct {
 	norm     string
 	prefix   string
 	suffix   string
-	base     *csource // the first part of a value of two sources (part, ptr, path)
+	base     *csource // the first part of a value of two sources
+	baseOwn  bool     // base names an event of its own (else: the event of src)
 	template bool
 }
 
@@ -214,12 +215,21 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 			}
 			cm.src = s
 		}
-		if m.Base != nil {
-			steps, ok := rawjson.ParsePointer(m.Base.Path)
-			if !ok {
-				return nil, fmt.Errorf("base: path %q is not a JSON pointer", m.Base.Path)
+		if b := m.Base; b != nil {
+			if b.From != nil {
+				s, err := source(b.From, b.Part, b.Path)
+				if err != nil {
+					return nil, fmt.Errorf("base: %w", err)
+				}
+				cm.base, cm.baseOwn = &s, true
+			} else {
+				// The event src reads: its reads are counted already.
+				steps, ok := rawjson.ParsePointer(b.Path)
+				if !ok {
+					return nil, fmt.Errorf("base: path %q is not a JSON pointer", b.Path)
+				}
+				cm.base = &csource{part: b.Part, ptr: b.Path, path: steps}
 			}
-			cm.base = &csource{part: m.Base.Part, ptr: m.Base.Path, path: steps}
 		}
 		cp.args = append(cp.args, cm)
 	}

@@ -180,12 +180,16 @@ type Mapping struct {
 }
 
 // Base is the first part of a value made of two sources: a string (or
-// number) at Path in Part of the event the rest of the value is read from
-// (for an item mapping, the event of the list). A folder an agent listed
-// joined with a name the listing returned ("/work/a" + "/" + "notes.md"),
-// a base URL and an id, a repository and a path: the mapping's Prefix is
-// the constant between them.
+// number) at Path in Part of an event. Without From, the event is the one
+// the rest of the value is read from (for an item mapping, the event of
+// the list): a folder an agent listed joined with a name the listing
+// returned ("/work/a" + "/" + "notes.md"). With From, it is an event of
+// its own (a context element, or the session's most recent event of a
+// signature): the folder an earlier call created joined with each name a
+// later listing returned, a base URL one call gave and an id another
+// listed. The mapping's Prefix is the constant between the two parts.
 type Base struct {
+	From *Ref   `json:"from,omitempty"`
 	Part string `json:"part"`
 	Path string `json:"path"`
 }
@@ -482,6 +486,11 @@ func (m *Mapping) validate(pt *Pattern) error {
 		return fmt.Errorf("unknown norm %q", m.Norm)
 	}
 	if b := m.Base; b != nil {
+		if b.From != nil {
+			if err := checkRef(*b.From, pt.Context, "base: from"); err != nil {
+				return err
+			}
+		}
 		if b.Part != PartArgs && b.Part != PartOutput {
 			return fmt.Errorf("base: part %q (want args or output)", b.Part)
 		}

@@ -92,10 +92,16 @@ func TestDecodeBase(t *testing.T) {
 			`{"context":[{"tool":"ls"}],"tool":"read","exact":true,"list":{"from":{"ctx":0},"part":"output","path":"","lines":true},` +
 			`"args":[{"arg":"path","part":"item","text":{"line":0,"token":-1},"prefix":"/","base":` + base + `}],"support":3,"hits":[2],"tool_hits":3,"p":0.6}]}`
 	}
-	if _, err := Decode([]byte(pool(`{"part":"args","path":"/path"}`))); err != nil {
-		t.Errorf("a valid base: %v", err)
+	// Without from, the event of the rest; with from, an event of its
+	// own, named as any source's event.
+	for _, good := range []string{`{"part":"args","path":"/path"}`, `{"from":{"ctx":0},"part":"args","path":"/path"}`,
+		`{"from":{"ctx":0,"sig":{"tool":"mkdir"}},"part":"output","path":"/dir"}`} {
+		if _, err := Decode([]byte(pool(good))); err != nil {
+			t.Errorf("a valid base %s: %v", good, err)
+		}
 	}
-	for _, bad := range []string{`{"part":"item","path":""}`, `{"part":"args","path":"x"}`} {
+	for _, bad := range []string{`{"part":"item","path":""}`, `{"part":"args","path":"x"}`, `{"from":{"ctx":1},"part":"args","path":"/path"}`,
+		`{"from":{"ctx":0,"sig":{"start":true}},"part":"args","path":"/path"}`} {
 		if _, err := Decode([]byte(pool(bad))); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "base") {
 			t.Errorf("base %s: error %v, want ErrInvalid naming the base", bad, err)
 		}

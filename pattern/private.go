@@ -99,6 +99,9 @@ func (pt *Pattern) refs() []Ref {
 		if m.From != nil {
 			out = append(out, *m.From)
 		}
+		if m.Base != nil && m.Base.From != nil {
+			out = append(out, *m.Base.From)
+		}
 	}
 	return out
 }

@@ -50,9 +50,12 @@ func (m *Mapping) Describe(list *ListSource) string {
 	if m.Suffix != "" {
 		parts = append(parts, strconv.Quote(m.Suffix))
 	}
-	if m.Base != nil {
-		// Read from the same event as the rest of the value.
-		parts = append([]string{"base " + describePart(m.Base.Part) + m.Base.Path}, parts...)
+	if b := m.Base; b != nil {
+		base := "base " + describePart(b.Part) + b.Path // of the event the rest is read from
+		if b.From != nil {
+			base = "base " + describeSource(*b.From, b.Part, b.Path)
+		}
+		parts = append([]string{base}, parts...)
 	}
 	return m.Arg + " = " + strings.Join(parts, " + ")
 }
