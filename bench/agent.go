@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -21,6 +22,11 @@ type step struct {
 	// was issued (trace.Known): they reach the engine as its think window
 	// opens, before the model's think time runs.
 	heard []trace.Event
+	// declared are the tools declared to the session (trace.KindTools
+	// lines) since the previous step: they reach the engine before the
+	// step's messages, as a live agent's tools/list or model request
+	// comes before what it says (evaluate replays them the same way).
+	declared []trace.Event
 	// streamed, with a modelled model (Options.ModelTPS), is when each
 	// call of the step is complete in the model's stream, from the start
 	// of the think window: the gateway offers it then (origin stream).
@@ -89,9 +95,10 @@ func steps(s trace.Session, def time.Duration) []step {
 		}
 		out = append(out, step{start: i, end: i + 1, think: think})
 	}
-	// Each step hears the messages Known yields before its first call.
+	// Each step hears the messages Known yields before its first call,
+	// and the tools declared up to its first call's seq.
 	var heard []trace.Event
-	ci, k := 0, 0
+	ci, k, ti := 0, 0, 0
 	for ev := range trace.Known(s) {
 		if !ev.IsCall() {
 			heard = append(heard, ev)
@@ -99,6 +106,9 @@ func steps(s trace.Session, def time.Duration) []step {
 		}
 		if k < len(out) && out[k].start == ci {
 			out[k].heard, heard = heard, nil
+			for ; ti < len(s.Tools) && s.Tools[ti].Seq <= ev.Seq; ti++ {
+				out[k].declared = append(out[k].declared, s.Tools[ti])
+			}
 			k++
 		}
 		ci++
@@ -271,6 +281,11 @@ func (a *agent) replay(ctx context.Context, eng *engine.Engine, scale float64, s
 	}
 	eng.Begin(a.s.ID)
 	for _, st := range a.steps {
+		for _, d := range st.declared {
+			if err := eng.Tools(ctx, a.s.ID, d.From, d.Tools); err != nil {
+				return nil, fmt.Errorf("session %s: tools declared before call %d: %w", a.s.ID, d.Seq, err)
+			}
+		}
 		for _, m := range st.heard {
 			if err := eng.Message(ctx, a.s.ID, m.Role, m.Content); err != nil && !errors.Is(err, engine.ErrInvalidMessage) {
 				return nil, err

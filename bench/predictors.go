@@ -23,7 +23,11 @@ type tracker struct {
 	inner  modePredictor
 }
 
-var _ predict.Starter = (*tracker)(nil)
+var (
+	_ predict.Starter  = (*tracker)(nil)
+	_ predict.Hearer   = (*tracker)(nil)
+	_ predict.Declarer = (*tracker)(nil)
+)
 
 // modePredictor predicts with access to the replayed session (the oracle
 // needs it; the others ignore it). start predicts a session's first calls,
@@ -56,6 +60,15 @@ func (t *tracker) Hear(msg trace.Event) []predict.Prediction {
 	return nil
 }
 
+// Declare passes the tools declared to a session to the mode's predictor
+// if it reads them.
+func (t *tracker) Declare(tools trace.Event) []predict.Prediction {
+	if d, ok := t.inner.(predict.Declarer); ok {
+		return d.Declare(tools)
+	}
+	return nil
+}
+
 // external adapts ahead's own predictor.
 type external struct{ p predict.Predictor }
 
@@ -73,6 +86,15 @@ func (x external) forget(session string)                                 { x.p.F
 func (x external) Hear(msg trace.Event) []predict.Prediction {
 	if h, ok := x.p.(predict.Hearer); ok {
 		return h.Hear(msg)
+	}
+	return nil
+}
+
+// Declare passes the tools declared to a session to ahead's predictor if
+// it reads them.
+func (x external) Declare(tools trace.Event) []predict.Prediction {
+	if d, ok := x.p.(predict.Declarer); ok {
+		return d.Declare(tools)
 	}
 	return nil
 }
