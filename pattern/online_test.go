@@ -439,3 +439,35 @@ func TestOnlineSessionBytes(t *testing.T) {
 		t.Errorf("SessionBytes after Forget = %d, want 0", got)
 	}
 }
+
+// TestOnlineBaseOfItsOwn evaluates values of two sources whose first part
+// is read from an event of its own, named both ways a source's event is:
+// a context element (ctx 1, the call before the list's) and the session's
+// most recent event of a signature. Where that event is missing, the
+// pattern gives nothing.
+func TestOnlineBaseOfItsOwn(t *testing.T) {
+	for _, from := range []string{`{"ctx":1}`, `{"ctx":0,"sig":{"tool":"mkdir"}}`} {
+		t.Run(from, func(t *testing.T) {
+			pool, err := pattern.Decode([]byte(`{"version":1,"mined":{"max_context":4,"min_support":2,"min_confidence":0.05,"horizon":8,"sessions":2,"calls":8},"discriminators":[],"patterns":[` +
+				`{"context":[{"tool":"mkdir"},{"tool":"ls"}],"tool":"mv","exact":true,"list":{"from":{"ctx":0},"part":"output","path":"","lines":true},` +
+				`"args":[{"arg":"to","part":"item","prefix":"/","base":{"from":` + from + `,"part":"args","path":"/dir"}}],"support":4,"hits":[4,0,0],"tool_hits":4,"p":1,"soon":[4,4,4]}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := pattern.NewOnline(pool, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Observe(ev("s", 0, "mkdir", `{"dir":"/srv/done"}`, "ok"))
+			got := briefs(o.Observe(ev("s", 1, "ls", `{"dir":"/srv/todo"}`, "a.md\nb.go\n")))
+			want := []brief{{"mv", `{"to":"/srv/done/a.md"}`}, {"mv", `{"to":"/srv/done/b.go"}`}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("predictions after the listing (-want +got):\n%s", diff)
+			}
+			// Another session lists without the earlier call: nothing.
+			if got := o.Observe(ev("t", 0, "ls", `{"dir":"/srv/todo"}`, "a.md\n")); len(got) != 0 {
+				t.Errorf("without the base's event: %v, want nothing", briefs(got))
+			}
+		})
+	}
+}
