@@ -1,55 +1,54 @@
 package tooldef
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/predict"
 )
 
-// firstCalls is a constructed set: a user's first message to an agent
-// whose tools are the real npm servers' (testdata), and the call the
-// agent makes first. Written before the weights were looked at again, in
+// A firstCall is a case of a constructed set: a user's first message to
+// an agent whose tools are the real npm servers' (testdata), and the call
+// the agent makes first. Written before the weights were looked at again, in
 // the words a user would use; some ask for what the definitions cannot
 // tell (which of three read tools, a folder called by a synonym).
-var firstCalls = []struct{ server, said, tool, args string }{
-	{"filesystem", "Can you read /home/ann/todo.txt for me?", "read_text_file", `{"path":"/home/ann/todo.txt"}`},
-	{"filesystem", "show me the contents of the file src/main.go", "read_text_file", `{"path":"src/main.go"}`},
-	{"filesystem", "List the directory /var/log please", "list_directory", `{"path":"/var/log"}`},
-	{"filesystem", "What's in the folder /srv/www?", "list_directory", `{"path":"/srv/www"}`},
-	{"filesystem", "Give me the file info of report.pdf", "get_file_info", `{"path":"report.pdf"}`},
-	{"filesystem", "Print the directory tree of /opt/app", "directory_tree", `{"path":"/opt/app"}`},
-	{"filesystem", "Which directories are you allowed to access?", "list_allowed_directories", `{}`},
-	{"filesystem", "list /etc/nginx with sizes, sorted by size", "list_directory_with_sizes", `{"path":"/etc/nginx","sortBy":"size"}`},
-	{"memory", "Open the node Ada_Lovelace", "open_nodes", `{"names":["Ada_Lovelace"]}`},
-	{"memory", "search the graph for lovelace", "search_nodes", `{"query":"lovelace"}`},
-	{"memory", "Show me the entire knowledge graph", "read_graph", `{}`},
-	{"memory", "Delete the entity Charles_Babbage", "delete_entities", `{"entityNames":["Charles_Babbage"]}`},
-	{"memory", "what do you remember about Grace?", "search_nodes", `{"query":"Grace"}`},
-	{"everything", "Echo hello_world back to me", "echo", `{"message":"hello_world"}`},
-	{"everything", "What is the sum of 17 and 25?", "get-sum", `{"a":17,"b":25}`},
-	{"everything", "structured content for Los Angeles please", "get-structured-content", `{"location":"Los Angeles"}`},
-	{"everything", "Show the weather in New York", "get-structured-content", `{"location":"New York"}`},
-	{"everything", "I'd like an annotated message of type success", "get-annotated-message", `{"messageType":"success"}`},
-	{"everything", "get me 7 resource links", "get-resource-links", `{"count":7}`},
-	{"everything", "Show me the tiny image", "get-tiny-image", `{}`},
-	{"everything", "Print the environment variables", "get-env", `{}`},
-	{"everything", "research the topic photosynthesis for me", "simulate-research-query", `{"topic":"photosynthesis"}`},
-	{"everything", "list the roots the client provided", "get-roots-list", `{}`},
-	{"everything", "gzip the file at https://example.com/data.csv", "gzip-file-as-resource", `{"data":"https://example.com/data.csv"}`},
+type firstCall struct {
+	Server string          `json:"server"`
+	Said   string          `json:"said"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+}
+
+// firstCalls reads the set (testdata/firstcalls.json; ../learn measures
+// the same set with the built-in default beside the definitions).
+func firstCalls(t testing.TB) []firstCall {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "firstcalls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []firstCall
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("testdata/firstcalls.json: %v", err)
+	}
+	return out
 }
 
 // firstCallFigures returns exact_at_1 and exact_at_3 of the set's first
 // calls, with the definitions declared or not.
 func firstCallFigures(t testing.TB, declare bool) (at1, at3 float64) {
-	for i, c := range firstCalls {
+	set := firstCalls(t)
+	for i, c := range set {
 		p := New(nil)
 		id := "s"
 		if declare {
-			p.Declare(declared(t, c.server, id))
+			p.Declare(declared(t, c.Server, id))
 		}
-		preds := p.Hear(user(id, c.said))
-		want, err := callkey.Make(c.tool, []byte(c.args))
+		preds := p.Hear(user(id, c.Said))
+		want, err := callkey.Make(c.Tool, c.Args)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -60,10 +59,10 @@ func firstCallFigures(t testing.TB, declare bool) (at1, at3 float64) {
 		if r >= 0 && r < 3 {
 			at3++
 		} else if testing.Verbose() && declare {
-			t.Logf("missed: %q → %s%s; got %v", c.said, c.tool, c.args, brief(preds))
+			t.Logf("missed: %q → %s%s; got %v", c.Said, c.Tool, c.Args, brief(preds))
 		}
 	}
-	n := float64(len(firstCalls))
+	n := float64(len(set))
 	return at1 / n, at3 / n
 }
 
@@ -94,7 +93,7 @@ func TestWhatDefinitionsAdd(t *testing.T) {
 		t.Errorf("without definitions: exact_at_1 %.2f, exact_at_3 %.2f, want 0", at1, at3)
 	}
 	at1, at3 = firstCallFigures(t, true)
-	t.Logf("%d first calls of tools never called before: exact_at_1 %.2f, exact_at_3 %.2f with definitions, 0 without", len(firstCalls), at1, at3)
+	t.Logf("%d first calls of tools never called before: exact_at_1 %.2f, exact_at_3 %.2f with definitions, 0 without", len(firstCalls(t)), at1, at3)
 	if at3 < 0.6 {
 		t.Errorf("with definitions: exact_at_3 %.2f, want at least 0.6", at3)
 	}
