@@ -3,7 +3,10 @@ package mine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ahead-dev/ahead/callkey"
 	"github.com/ahead-dev/ahead/internal/rawjson"
@@ -40,6 +43,10 @@ type Options struct {
 	// from the sessions: mining new patterns for an existing pool must
 	// sign events as that pool does (see pattern.Merge).
 	Discriminators []pattern.Discriminator
+	// Workers is how many contexts are mined at once (each worker keeps
+	// its own view of the events, about 1 KiB a call); 0 means
+	// runtime.GOMAXPROCS. The pool does not depend on it.
+	Workers int
 	// KeepValues keeps constants (argument values, discriminator values)
 	// the privacy rule leaves out: strings with a digit, '@', '#' or an
 	// upper-case letter (pattern.Identifying). The pool records it
@@ -96,6 +103,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Alternatives == 0 {
 		o.Alternatives = 2
+	}
+	if o.Workers < 0 {
+		return o, errors.New("mine: workers must not be negative")
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	return o, nil
 }
@@ -174,11 +187,8 @@ func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
 	frequentContexts(m.wins, o.MinSupport, func(ctx []int32, occs []occurrence) {
 		contexts = append(contexts, minedContext{ids: slices.Clone(ctx), occs: occs})
 	})
-	for i, c := range contexts {
-		pool.Patterns = append(pool.Patterns, m.patterns(c)...)
-		if o.Progress != nil && (i%64 == 0 || i == len(contexts)-1) {
-			o.Progress(i+1, len(contexts))
-		}
+	for _, pts := range m.eachContext(contexts) {
+		pool.Patterns = append(pool.Patterns, pts...)
 	}
 	sortPatterns(pool.Patterns)
 	pool.Scrub() // templates: what is evaluated is what is written
@@ -186,6 +196,52 @@ func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
 		pool.Patterns = []pattern.Pattern{}
 	}
 	return pool, nil
+}
+
+// worker mines the patterns of contexts. Evaluating a mapping memoises
+// what it read in the event's payload, so each worker has its own
+// payloads (and Compiler): the contexts share events, and what a worker
+// finds does not depend on what another read.
+type worker struct {
+	*miner
+	c    *pattern.Compiler
+	pays []pattern.Payload // per event of the miner
+}
+
+// eachContext mines the patterns of every context on o.Workers workers
+// and returns them per context, in the order of contexts: the same pool
+// whatever the number of workers.
+func (m *miner) eachContext(contexts []minedContext) [][]pattern.Pattern {
+	out := make([][]pattern.Pattern, len(contexts))
+	var next atomic.Int64 // the next context to take
+	var mu sync.Mutex     // protects done, and calls to Progress
+	done := 0
+	var wg sync.WaitGroup
+	for range min(m.o.Workers, max(len(contexts), 1)) {
+		w := &worker{miner: m, c: m.c.Clone(), pays: make([]pattern.Payload, len(m.events))}
+		for e := range m.events {
+			w.pays[e] = pattern.MakePayload(m.events[e].ev)
+		}
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(contexts) {
+					return
+				}
+				out[i] = w.patterns(contexts[i])
+				if m.o.Progress != nil {
+					mu.Lock()
+					done++
+					if done%64 == 0 || done == len(contexts) {
+						m.o.Progress(done, len(contexts))
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 type minedContext struct {

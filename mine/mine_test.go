@@ -119,27 +119,32 @@ func TestMineGolden(t *testing.T) {
 	}
 }
 
+// TestMineDeterministic mines the same traces twice, and on one worker and
+// on several (which share out the contexts and each memoise what they read
+// of the events): the pool files are the same bytes.
 func TestMineDeterministic(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.jsonl")
 	ss := readSessions(t, files...)
-	a, err := Mine(ss, nil)
+	a, err := Mine(ss, &Options{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
-	}
-	b, err := Mine(readSessions(t, files...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(encode(t, a), encode(t, b)) {
-		t.Error("mining the same traces twice gave different pool files")
 	}
 	if len(a.Patterns) == 0 {
-		t.Error("no patterns mined")
+		t.Fatal("no patterns mined")
+	}
+	for _, workers := range []int{1, 3} {
+		b, err := Mine(readSessions(t, files...), &Options{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(encode(t, a), encode(t, b)) {
+			t.Errorf("mining the same traces again on %d workers gave a different pool file", workers)
+		}
 	}
 }
 
 func TestMineOptions(t *testing.T) {
-	for _, o := range []Options{{MaxContext: pattern.MaxContextLimit + 1}, {MinSupport: -1}, {MinConfidence: 2}, {MaxCandidates: 100}} {
+	for _, o := range []Options{{MaxContext: pattern.MaxContextLimit + 1}, {MinSupport: -1}, {MinConfidence: 2}, {MaxCandidates: 100}, {Workers: -1}} {
 		if _, err := Mine(nil, &o); err == nil {
 			t.Errorf("Mine with %+v: no error", o)
 		}

@@ -14,7 +14,7 @@ import (
 // which are validated and assembled into patterns.
 
 // patterns mines the patterns of one frequent context.
-func (m *miner) patterns(c minedContext) []pattern.Pattern {
+func (m *worker) patterns(c minedContext) []pattern.Pattern {
 	o := m.o
 	// The context, oldest first, as signatures.
 	ctx := make([]pattern.Signature, len(c.ids))
@@ -59,7 +59,7 @@ func (m *miner) patterns(c minedContext) []pattern.Pattern {
 // several kinds after the same context, each from its own sources (the
 // test run again, the file written removed). Patterns already in have
 // are left out.
-func (m *miner) kindPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int, have []pattern.Pattern) []pattern.Pattern {
+func (m *worker) kindPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int, have []pattern.Pattern) []pattern.Pattern {
 	// A kind is the discriminator's value (whether the call failed is
 	// not known before it is made, so it does not make a kind).
 	byKind := make(map[string][]int)
@@ -115,7 +115,7 @@ const maxArgCands = 6
 
 // exactPatterns finds mappings for the arguments of calls to tool after
 // the context and validates them.
-func (m *miner) exactPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int) []pattern.Pattern {
+func (m *worker) exactPatterns(c minedContext, ctx []pattern.Signature, tool string, hit []int) []pattern.Pattern {
 	o := m.o
 	// The arguments the calls mostly have.
 	argCount := make(map[string]int)
@@ -294,7 +294,7 @@ func sameRef(a, b pattern.Ref) bool {
 }
 
 // assemble builds a pattern from one mapping per argument.
-func (m *miner) assemble(ctx []pattern.Signature, tool string, v []*argCand) (pattern.Pattern, bool) {
+func (m *worker) assemble(ctx []pattern.Signature, tool string, v []*argCand) (pattern.Pattern, bool) {
 	pt := pattern.Pattern{Context: ctx, Tool: tool, Exact: true}
 	for _, ac := range v {
 		if ac.list != nil {
@@ -316,14 +316,14 @@ func (m *miner) assemble(ctx []pattern.Signature, tool string, v []*argCand) (pa
 	return pt, true
 }
 
-func (m *miner) target(oc occurrence) *mevent {
+func (m *worker) target(oc occurrence) *mevent {
 	return &m.events[m.wins[oc.win].target]
 }
 
 // argCandidates gathers the mappings that explain arg in the calls hit
 // (indices into c.occs), naming their events relative to the context, and
 // the most frequent constant.
-func (m *miner) argCandidates(c minedContext, hit []int, arg string) []*argCand {
+func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand {
 	// counted is a mapping being counted; its argCand is built only if it
 	// explains at least two calls (most explain one).
 	type counted struct {

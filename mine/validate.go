@@ -8,7 +8,7 @@ import (
 
 // mineHistory is the History of one occurrence during mining.
 type mineHistory struct {
-	m      *miner
+	m      *worker
 	target int
 	sess   int32
 }
@@ -17,7 +17,7 @@ func (h *mineHistory) At(e int) *pattern.Payload {
 	if e < 0 {
 		return nil
 	}
-	return &h.m.events[e].pay
+	return &h.m.pays[e]
 }
 
 // before returns how many of the ascending event indices come before the
@@ -30,7 +30,7 @@ func (h *mineHistory) before(events []int32) int {
 func (h *mineHistory) Last(sig int32) *pattern.Payload {
 	events := h.m.bySig[h.sess][sig]
 	if i := h.before(events); i > 0 {
-		return &h.m.events[events[i-1]].pay
+		return &h.m.pays[events[i-1]]
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func (h *mineHistory) Recent(sig int32, i int) *pattern.Payload {
 	if i < 0 || i >= n || i >= pattern.MaxEvery {
 		return nil
 	}
-	return &h.m.events[events[n-1-i]].pay
+	return &h.m.pays[events[n-1-i]]
 }
 
 // Used looks as far back as the predictor remembers calls (maxUsedCalls).
@@ -57,7 +57,7 @@ const maxUsedCalls = 1024
 
 // history returns the History of an occurrence and its context positions
 // (event indices, as At takes them).
-func (m *miner) history(c minedContext, oc occurrence, pos []int) (*mineHistory, []int) {
+func (m *worker) history(c minedContext, oc occurrence, pos []int) (*mineHistory, []int) {
 	w := &m.wins[oc.win]
 	t := int(w.target)
 	pos = pos[:0]
@@ -70,7 +70,7 @@ func (m *miner) history(c minedContext, oc occurrence, pos []int) (*mineHistory,
 // validateArg counts, over all occurrences of the context, where the
 // mapping evaluates and where it gives the next call's argument (any list
 // element counts).
-func (m *miner) validateArg(c minedContext, tool, arg string, ac *argCand) {
+func (m *worker) validateArg(c minedContext, tool, arg string, ac *argCand) {
 	pt := pattern.Pattern{Context: make([]pattern.Signature, len(c.ids)), Tool: tool, Exact: true, List: ac.list, Args: []pattern.Mapping{ac.m}, Hits: []int{0}}
 	cp, err := m.c.Compile(&pt)
 	if err != nil {
@@ -123,7 +123,7 @@ func (m *miner) validateArg(c minedContext, tool, arg string, ac *argCand) {
 
 // validate evaluates a full pattern at every occurrence of its context and
 // sets its counts.
-func (m *miner) validate(c minedContext, pt *pattern.Pattern) {
+func (m *worker) validate(c minedContext, pt *pattern.Pattern) {
 	cp, err := m.c.Compile(pt)
 	if err != nil {
 		return
@@ -175,7 +175,7 @@ func (m *miner) validate(c minedContext, pt *pattern.Pattern) {
 
 // calledSoon reports whether the call with hash is made at event target or
 // within the Horizon-1 events after it, in the same session.
-func (m *miner) calledSoon(target int, hash uint64) bool {
+func (m *worker) calledSoon(target int, hash uint64) bool {
 	me := &m.events[target]
 	for _, e := range m.byCall[me.sess][hash] {
 		if d := int(e) - target; d >= 0 && d < m.o.Horizon {

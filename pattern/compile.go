@@ -1,6 +1,9 @@
 package pattern
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/ahead-dev/ahead/trace"
 )
 
@@ -22,6 +25,17 @@ func NewCompiler(disc []Discriminator) *Compiler {
 // StartSig+1 in the order signatures are first seen.
 func (c *Compiler) Sign(tool string, status trace.Status, args []byte) int32 {
 	return c.x.intern(c.x.signer.Sign(tool, status, args))
+}
+
+// Clone returns a Compiler that numbers the signatures numbered so far as
+// c does, for another goroutine: each compiles its own patterns (a
+// Compiler is not safe for concurrent use). Signatures either numbers
+// later are its own.
+func (c *Compiler) Clone() *Compiler {
+	x := newIndex(c.x.disc)
+	x.sigs = slices.Clone(c.x.sigs)
+	x.ids = maps.Clone(c.x.ids)
+	return &Compiler{x: x}
 }
 
 // Signature returns the signature numbered id.
