@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -194,6 +195,15 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	eng := engine.New(&eo)
 	if fl != nil {
 		fl.Start(eng)
+		// One session per process, whose first calls come at once: the
+		// replica catches up with the fleet first, within a bound (a
+		// fleet down or slow only delays the start by it; the calls then
+		// fail closed), so that they may reuse what the fleet shares.
+		rctx, cancel := context.WithTimeout(ctx, mcpCatchUp)
+		if err := fl.Ready(rctx); err != nil {
+			o.Logger.Warn("fleet: not caught up at start-up; shared results are not reused until it is", "fleet", fl.Name(), "err", err)
+		}
+		cancel()
 	}
 	proxy.Attach(eng)
 	// The end of the input is the agent hanging up: a clean exit, with
@@ -205,6 +215,10 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 	}
 	return err
 }
+
+// mcpCatchUp bounds how long ahead mcp waits, at start-up, for its replica
+// to catch up with the fleet.
+const mcpCatchUp = time.Second
 
 // closeMCP stops what ServeMCP started, in dependency order: the engine
 // (cancelling speculative work and writing its records), the upstreams,
