@@ -70,9 +70,16 @@ func (l *Learner) relearnFleet() (int, error) {
 			newSessions++
 		}
 		for j, ev := range s.Events {
-			if j < fresh[i] {
+			switch {
+			case j < fresh[i]-1:
 				counter.Warm(ev)
-			} else {
+			case j == fresh[i]-1:
+				// The last call before the mark: the session's next
+				// call, after it, settles its predictions, so that a
+				// session straddling the mark counts that pair once
+				// (Warm alone would count it never).
+				counter.Resume(ev)
+			default:
 				counter.Observe(ev)
 				newCalls++
 			}

@@ -241,3 +241,47 @@ func readStream(t *testing.T, url, stream string) string {
 	}
 	return all.String()
 }
+
+// TestFleetLearningStraddle: a session whose first call is mined before
+// the fleet's mark and whose second after it (a session in progress across
+// two minings) counts its list → read once: the pattern's support and hits
+// grow by exactly one, not zero (the pair lost at the break) and not two.
+func TestFleetLearningStraddle(t *testing.T) {
+	a := join(t, "a", "", false)
+	for i := range 4 {
+		listThenRead(a, fmt.Sprint("s", i), i)
+	}
+	relearn := func() *pattern.Pool {
+		t.Helper()
+		a.flush(t)
+		if _, err := a.p.learner.Relearn(); err != nil {
+			t.Fatal(err)
+		}
+		pool, _, err := a.lrn.Load(t.Context())
+		if err != nil || pool == nil {
+			t.Fatalf("the fleet's pool: %v, %v", pool, err)
+		}
+		return pool
+	}
+	counts := func(p *pattern.Pool) (support, toolHits int) {
+		for _, pt := range p.Patterns {
+			if pt.Tool == "read_text_file" && pt.Exact && len(pt.Context) == 1 {
+				return pt.Support, pt.ToolHits
+			}
+		}
+		t.Fatalf("no list_directory → read_text_file pattern in %d patterns", len(p.Patterns))
+		return 0, 0
+	}
+	s1, h1 := counts(relearn())
+	// The straddling session: its list before the next mining, its read
+	// after.
+	dir := "/home/me/project7"
+	a.Observe(ev("x", 0, "list_directory", fmt.Sprintf(`{"path":%q}`, dir), "[FILE] README.md\n[DIR] src"))
+	relearn()
+	a.Observe(ev("x", 1, "read_text_file", fmt.Sprintf(`{"path":%q}`, dir+"/README.md"), "# notes"))
+	a.Forget("x")
+	s3, h3 := counts(relearn())
+	if s3 != s1+1 || h3 != h1+1 {
+		t.Errorf("support %d → %d, tool hits %d → %d across the straddling session; want each +1", s1, s3, h1, h3)
+	}
+}

@@ -295,6 +295,25 @@ func (o *Online) Warm(ev trace.Event) {
 	o.push(s, ev)
 }
 
+// Resume is Warm for the last event of a session already under way whose
+// earlier calls were learnt from elsewhere (a fleet's previous mining):
+// without learning from it, it makes the predictions Observe would have
+// made, so that the session's next event settles them, and the pair of
+// calls across the break is counted once. (Soon credits of predictions
+// made before the event are not carried over.)
+func (o *Online) Resume(ev trace.Event) {
+	s := o.session(ev.Session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = (s.cur + 1) % len(s.recent)
+	s.recent[s.cur].reset()
+	if canon, err := callkey.CanonicalView(ev.Args); err == nil {
+		s.use(CallHash(ev.Tool, canon), o.opts.MaxCalls)
+	}
+	o.push(s, ev)
+	o.predict(s, false)
+}
+
 // Start returns the predicted first calls of a session, best first, before
 // it makes any: those of the patterns whose context is the session start
 // alone, tool-only or with constant arguments (nothing precedes to derive
