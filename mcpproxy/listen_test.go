@@ -252,3 +252,48 @@ func TestNewEraListenTypeScript(t *testing.T) {
 		t.Errorf("the TypeScript client: %v", err)
 	}
 }
+
+// TestNewEraListenHub: runs in front of a stateless upstream share its one
+// connection (the hub): a resource update reaches the run whose listen
+// subscribed to it, not the other; a tools list change reaches both (the
+// upstream's tools changed for everyone). Subscribing waits for the
+// upstream's own acknowledgement, so no update sent after it is missed.
+func TestNewEraListenHub(t *testing.T) {
+	up := &statelessServer{}
+	p, _ := statelessRig(t, up.start(t))
+	front := httptest.NewServer(p.Handler())
+	t.Cleanup(front.Close)
+	a := newListenClient(t, front.URL, "run-a")
+	b := newListenClient(t, front.URL, "run-b")
+	for _, lc := range []*listenClient{a, b} {
+		if got := lc.ack(t); !got.ToolsListChanged {
+			t.Fatalf("the connecting listen was acknowledged with %+v, want tools list changes", got)
+		}
+	}
+	if err := a.cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://motd"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.ack(t); !slices.Equal(got.ResourceSubscriptions, []string{"test://motd"}) {
+		t.Fatalf("a's resource listen was acknowledged with %+v", got)
+	}
+	if ups := p.Upstreams(); !ups[0].Shared || ups[0].Connections != 1 {
+		t.Fatalf("upstream %+v, want one shared connection", ups[0])
+	}
+	if err := up.srv.ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: "test://motd"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.next(t, "a's resource"); got != "test://motd" {
+		t.Fatalf("a received %q, want the update of test://motd", got)
+	}
+	up.srv.AddTool(&mcp.Tool{Name: "new", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	// b's first notification is the list change: the resource update,
+	// had it leaked, would have come first on b's stream.
+	for name, lc := range map[string]*listenClient{"a": a, "b": b} {
+		if got := lc.next(t, name+"'s tools"); got != "tools" {
+			t.Errorf("%s received %q, want the tools list change", name, got)
+		}
+	}
+}

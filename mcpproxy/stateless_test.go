@@ -25,6 +25,7 @@ import (
 // in stateless mode (no sessions): it counts the methods it is sent, the
 // requests that name a session, and who calls its tools.
 type statelessServer struct {
+	srv      *mcp.Server
 	mu       sync.Mutex
 	methods  map[string]int
 	withID   int      // requests carrying Mcp-Session-Id
@@ -40,7 +41,15 @@ func (u *statelessServer) count(method string) int {
 }
 
 func (u *statelessServer) start(t *testing.T) string {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "stateless", Version: "2"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "stateless", Version: "2"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler),
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	u.srv = srv
+	srv.AddResource(&mcp.Resource{URI: "test://motd", Name: "motd"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "be kind"}}}, nil
+		})
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)}
 	note := func(req *mcp.CallToolRequest) {
 		u.mu.Lock()
