@@ -14,7 +14,8 @@ import (
 
 // proxied are the methods the proxy serves itself (from the session's
 // upstreams); the SDK keeps the protocol's own housekeeping (initialized,
-// ping, cancellation, subscriptions/listen).
+// ping, cancellation), and serves subscriptions/listen within what the
+// proxy agreed (listen.go).
 var proxied = map[string]bool{
 	"initialize": true, "server/discover": true,
 	"tools/list": true, "tools/call": true,
