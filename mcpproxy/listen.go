@@ -47,6 +47,12 @@ type listener struct {
 	id any                // the listen's request id, set by the acknowledgement
 	// want is what ahead agreed to (set by the acknowledgement).
 	want mcp.NotificationSubscriptions
+	// acked is closed once the acknowledgement is sent (ok: it was):
+	// the listener is one of its session's from just before, so that a
+	// client that read the acknowledgement misses nothing, but nothing is
+	// sent on the stream before it.
+	acked chan struct{}
+	ok    bool
 }
 
 // wants reports whether l asked for notifications of method (about params).
@@ -118,6 +124,16 @@ func (s *session) notifyListeners(method string, params mcp.Params) bool {
 		// Not the upstream's context: a notification unrelated to any
 		// request goes on the listen's own stream.
 		ctx, cancel := context.WithTimeout(context.Background(), listenTimeout)
+		sent := false
+		select {
+		case <-l.acked:
+			sent = l.ok
+		case <-ctx.Done():
+		}
+		if !sent {
+			cancel()
+			continue
+		}
 		if err := notifyRaw(ctx, l.ss, method, stamped(params, l.id)); err != nil {
 			s.p.log.Debug("notifying a listen", "session", s.id, "method", method, "err", err)
 		}
@@ -155,21 +171,30 @@ func agree(want *mcp.NotificationSubscriptions, caps *mcp.ServerCapabilities) mc
 }
 
 // listenAck is the sending middleware that learns a listen's id and what
-// was agreed from its acknowledgement, and starts the listener once the
-// acknowledgement (the stream's first message) is sent.
+// was agreed from its acknowledgement, and starts the listener with it: a
+// notification for it waits until the acknowledgement (the stream's first
+// message) is sent.
 func listenAck(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		l, ok := ctx.Value(listenKey{}).(*listener)
 		if !ok || method != "notifications/subscriptions/acknowledged" {
 			return next(ctx, method, req)
 		}
+		params, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		l.id = params.Meta[mcp.MetaKeySubscriptionID]
+		l.want = params.Notifications
+		l.acked = make(chan struct{})
+		l.s.mu.Lock()
+		l.s.listeners = append(l.s.listeners, l)
+		l.s.mu.Unlock()
 		res, err := next(ctx, method, req)
-		if params, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok && err == nil {
-			l.id = params.Meta[mcp.MetaKeySubscriptionID]
-			l.want = params.Notifications
-			l.s.mu.Lock()
-			l.s.listeners = append(l.s.listeners, l)
-			l.s.mu.Unlock()
+		l.ok = err == nil
+		close(l.acked)
+		if err != nil {
+			l.s.unlisten(l)
 		}
 		return res, err
 	}
