@@ -419,7 +419,9 @@ func (l *Learning) Lease(ctx context.Context) bool {
 // grouped into sessions (trace.Collect); fresh[i] is the index of the
 // first call of sessions[i] published after the stream sequence since
 // (the calls before it were in an earlier mining); mark is the sequence
-// of the last line read.
+// of the last line read, or since when none was published after it (the
+// empty messages Flush publishes are not lines: a checkpoint with nothing
+// new to mine sees mark == since).
 func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.Session, fresh []int, mark uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -433,7 +435,7 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 	}
 	st := s.CachedInfo().State
 	if st.Msgs == 0 {
-		return nil, nil, st.LastSeq, nil
+		return nil, nil, since, nil
 	}
 	start := st.FirstSeq
 	if st.LastSeq-start+1 > uint64(l.opts.MaxRecent) {
@@ -446,6 +448,7 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 		return nil, nil, 0, fmt.Errorf("fleet: reading %s: %w", l.stream, err)
 	}
 	var evs []trace.Event
+	mark = since
 	old := make(map[string]int) // session → its calls published up to since
 	rd := trace.NewReader(nil)
 	for seq := start - 1; seq < st.LastSeq; {
@@ -464,9 +467,10 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 			}
 			// Lines published since the read began end it.
 			seq = md.Sequence.Stream
-			if seq > st.LastSeq {
-				continue
+			if seq > st.LastSeq || len(m.Data()) == 0 {
+				continue // a line of a later read, or a Flush's marker
 			}
+			mark = max(mark, seq)
 			for ev, err := range rd.Read(m.Subject(), bytes.NewReader(m.Data())) {
 				if err != nil {
 					continue
@@ -498,7 +502,7 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 	for i, s := range sessions {
 		fresh[i] = min(old[s.ID], len(s.Events))
 	}
-	return sessions, fresh, st.LastSeq, nil
+	return sessions, fresh, mark, nil
 }
 
 // Share puts pool in the fleet's store as the next version, mined from

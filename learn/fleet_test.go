@@ -285,3 +285,21 @@ func TestFleetLearningStraddle(t *testing.T) {
 		t.Errorf("support %d → %d, tool hits %d → %d across the straddling session; want each +1", s1, s3, h1, h3)
 	}
 }
+
+// TestFleetLearningIdle: a checkpoint with nothing recorded since the last
+// pool shares no new one (every replica would load it again for nothing).
+func TestFleetLearningIdle(t *testing.T) {
+	a := join(t, "a", "", false)
+	for i := range 4 {
+		listThenRead(a, fmt.Sprint("s", i), i)
+	}
+	a.flush(t)
+	for range 3 {
+		if _, err := a.p.learner.Relearn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := a.lrn.Stats(); st.Mined != 1 || st.Pool.Version != 1 {
+		t.Errorf("after three checkpoints, the first with new calls: %d pools mined, version %d; want 1", st.Mined, st.Pool.Version)
+	}
+}
