@@ -206,6 +206,7 @@ type worker struct {
 	*miner
 	c    *pattern.Compiler
 	pays []pattern.Payload // per event of the miner
+	vals valueCache
 }
 
 // eachContext mines the patterns of every context on o.Workers workers

@@ -108,6 +108,9 @@ type argCand struct {
 	// the last one counted).
 	sessions int
 	lastSess int32
+	// srcSig and baseSig are the signature ids the mapping's source (or
+	// list) and its base read the most recent event of, 0 for none.
+	srcSig, baseSig int32
 }
 
 // maxArgCands bounds the mappings validated per argument.
@@ -421,9 +424,13 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				r.Sig = &sg
 			}
 			ac := candFromRaw(f.rc, r)
+			if f.key.sig >= 0 {
+				ac.srcSig = f.key.sig
+			}
 			if f.rc.baseSig > 0 {
 				sg := m.c.Signature(f.rc.baseSig)
 				ac.m.Base.From = &pattern.Ref{Sig: &sg}
+				ac.baseSig = f.rc.baseSig
 			}
 			ac.count = f.count
 			out = append(out, ac)

@@ -44,6 +44,23 @@ func (h *mineHistory) Recent(sig int32, i int) *pattern.Payload {
 	return &h.m.pays[events[n-1-i]]
 }
 
+// eventOf returns the event a mapping's reference names at this
+// occurrence (sig: the reference's signature id, 0 for a context element),
+// or -1.
+func (h *mineHistory) eventOf(r *pattern.Ref, sig int32, pos []int) int32 {
+	if sig > 0 {
+		events := h.m.bySig[h.sess][sig]
+		if i := h.before(events); i > 0 {
+			return events[i-1]
+		}
+		return -1
+	}
+	if r.Ctx < len(pos) {
+		return int32(pos[r.Ctx])
+	}
+	return -1
+}
+
 // Used looks as far back as the predictor remembers calls (maxUsedCalls).
 func (h *mineHistory) Used(call uint64) bool {
 	events := h.m.byCall[h.sess][call]
@@ -76,6 +93,7 @@ func (m *worker) validateArg(c minedContext, tool, arg string, ac *argCand) {
 	if err != nil {
 		return
 	}
+	id, cached := m.vals.id(ac)
 	var pos []int
 	var buf []byte
 	for _, oc := range c.occs {
@@ -91,14 +109,33 @@ func (m *worker) validateArg(c minedContext, tool, arg string, ac *argCand) {
 			}
 		}
 		evaluated, matched := false, false
-		buf = cp.EachValue(pos, h, buf, func(val []byte) bool {
-			evaluated = true
-			if want != nil && string(val) == string(want) {
-				matched = true
-				return false
+		if cached {
+			// What the mapping evaluates to here depends only on the
+			// events it reads.
+			key := valueKey{id: id, src: h.eventOf(ac.srcRef(), ac.srcSig, pos), base: noBase}
+			if ac.m.Base != nil && ac.m.Base.From != nil {
+				key.base = h.eventOf(ac.m.Base.From, ac.baseSig, pos)
 			}
-			return true
-		})
+			vals, ok := m.vals.get(key)
+			if !ok {
+				buf = cp.EachValue(pos, h, buf, func(val []byte) bool {
+					m.vals.add(val)
+					return true
+				})
+				vals = m.vals.put(key)
+			}
+			evaluated = len(vals) > 0
+			matched = want != nil && slices.ContainsFunc(vals, func(v []byte) bool { return string(v) == string(want) })
+		} else {
+			buf = cp.EachValue(pos, h, buf, func(val []byte) bool {
+				evaluated = true
+				if want != nil && string(val) == string(want) {
+					matched = true
+					return false
+				}
+				return true
+			})
+		}
 		if evaluated {
 			ac.evals++
 		}
