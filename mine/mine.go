@@ -122,6 +122,7 @@ type miner struct {
 	sess   []int32 // per session: index of its first event in events
 	wins   []window
 	cands  [][]rawCand          // per target event
+	bodyMu sync.Mutex           // protects bodies
 	bodies map[string]int32     // bodyKey → rawCand.body
 	bySig  []map[int32][]int32  // per session: signature → its events, ascending
 	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
@@ -320,9 +321,13 @@ const maxLookback = 512
 // maxCandsPerArg bounds the raw candidates kept per argument of a call.
 const maxCandsPerArg = 96
 
-// body numbers a raw candidate's bodyKey.
+// body numbers a raw candidate's bodyKey. The numbers depend on the order
+// sessions are discovered in, which workers make vary: they are only
+// compared, never ordered, so the pool does not depend on them.
 func (m *miner) body(rc *rawCand) int32 {
 	k := bodyKey(rc)
+	m.bodyMu.Lock()
+	defer m.bodyMu.Unlock()
 	id, ok := m.bodies[k]
 	if !ok {
 		if m.bodies == nil {
@@ -334,84 +339,103 @@ func (m *miner) body(rc *rawCand) int32 {
 	return id
 }
 
-// discover finds the raw candidates of every target call.
+// discover finds the raw candidates of every target call, sessions on
+// o.Workers workers (each session's events are its own, and what is found
+// in one session does not depend on another).
 func (m *miner) discover() {
 	m.cands = make([][]rawCand, len(m.events))
-	for si := range m.sess {
-		first := int(m.sess[si])
-		end := len(m.events)
-		if si+1 < len(m.sess) {
-			end = int(m.sess[si+1])
-		}
-		idx := make(map[int]evIndex) // per session: built lazily, dropped after
-		get := func(e int) evIndex {
-			x, ok := idx[e]
-			if !ok {
-				x = indexEvent(&m.events[e].pay)
-				idx[e] = x
-			}
-			return x
-		}
-		for t := first + 1; t < end; t++ {
-			me := &m.events[t]
-			if !me.argsOK || len(me.args) == 0 {
-				continue
-			}
-			// Sources: the k calls before, and the most recent call of
-			// each earlier signature.
-			// Older events of a signature are searched for list
-			// elements only (see pattern.ListSource.Every).
-			type src struct {
-				e    int
-				rank int // 0 for the most recent event of its signature
-			}
-			var srcs []src
-			seen := make(map[int32]int)
-			for e := t - 1; e >= max(first, t-maxLookback); e-- {
-				sig := m.events[e].sig
-				rank := seen[sig]
-				seen[sig]++
-				if t-e <= m.o.MaxContext || (rank == 0 && len(seen) <= maxSigSources) || (rank < pattern.MaxEvery && len(seen) <= maxSigSources) {
-					srcs = append(srcs, src{e, rank})
+	var next atomic.Int64 // the next session to take
+	var wg sync.WaitGroup
+	for range min(m.o.Workers, max(len(m.sess), 1)) {
+		wg.Go(func() {
+			for {
+				si := int(next.Add(1)) - 1
+				if si >= len(m.sess) {
+					return
 				}
+				m.discoverSession(si)
 			}
-			// The events a value's first part may be read from when the
-			// rest comes from another (joined.go): the most recent of
-			// each signature, as a signature reference names them.
-			var bases []baseSource
+		})
+	}
+	wg.Wait()
+	m.bodies = nil // numbered: the keys are not needed any more
+}
+
+// discoverSession finds the raw candidates of a session's target calls.
+func (m *miner) discoverSession(si int) {
+	first := int(m.sess[si])
+	end := len(m.events)
+	if si+1 < len(m.sess) {
+		end = int(m.sess[si+1])
+	}
+	idx := make(map[int]evIndex) // per session: built lazily, dropped after
+	get := func(e int) evIndex {
+		x, ok := idx[e]
+		if !ok {
+			x = indexEvent(&m.events[e].pay)
+			idx[e] = x
+		}
+		return x
+	}
+	for t := first + 1; t < end; t++ {
+		me := &m.events[t]
+		if !me.argsOK || len(me.args) == 0 {
+			continue
+		}
+		// Sources: the k calls before, and the most recent call of
+		// each earlier signature.
+		// Older events of a signature are searched for list
+		// elements only (see pattern.ListSource.Every).
+		type src struct {
+			e    int
+			rank int // 0 for the most recent event of its signature
+		}
+		var srcs []src
+		seen := make(map[int32]int)
+		for e := t - 1; e >= max(first, t-maxLookback); e-- {
+			sig := m.events[e].sig
+			rank := seen[sig]
+			seen[sig]++
+			if t-e <= m.o.MaxContext || (rank == 0 && len(seen) <= maxSigSources) || (rank < pattern.MaxEvery && len(seen) <= maxSigSources) {
+				srcs = append(srcs, src{e, rank})
+			}
+		}
+		// The events a value's first part may be read from when the
+		// rest comes from another (joined.go): the most recent of
+		// each signature, as a signature reference names them.
+		var bases []baseSource
+		for _, s := range srcs {
+			if s.rank == 0 {
+				bases = append(bases, baseSource{back: int32(t - s.e), sig: m.events[s.e].sig, x: get(s.e)})
+			}
+		}
+		var out []rawCand
+		for _, a := range me.args {
+			start := len(out)
 			for _, s := range srcs {
-				if s.rank == 0 {
-					bases = append(bases, baseSource{back: int32(t - s.e), sig: m.events[s.e].sig, x: get(s.e)})
-				}
-			}
-			var out []rawCand
-			for _, a := range me.args {
-				start := len(out)
-				for _, s := range srcs {
-					from := len(out)
-					out = findSources(out, get(s.e), a.name, a.value, int32(t-s.e), s.rank == 0)
-					if s.rank > 0 && t-s.e > m.o.MaxContext {
-						// Beyond the context and not the latest of its
-						// signature: only a list of every such event reaches it.
-						kept := out[:from]
-						for _, rc := range out[from:] {
-							if rc.isList() {
-								kept = append(kept, rc)
-							}
+				from := len(out)
+				out = findSources(out, get(s.e), a.name, a.value, int32(t-s.e), s.rank == 0)
+				if s.rank > 0 && t-s.e > m.o.MaxContext {
+					// Beyond the context and not the latest of its
+					// signature: only a list of every such event reaches it.
+					kept := out[:from]
+					for _, rc := range out[from:] {
+						if rc.isList() {
+							kept = append(kept, rc)
 						}
-						out = kept
 					}
-					if len(out)-start >= maxCandsPerArg {
-						out = out[:start+maxCandsPerArg]
-						break
-					}
+					out = kept
 				}
-				out = joinAcross(out, start, bases)
+				if len(out)-start >= maxCandsPerArg {
+					out = out[:start+maxCandsPerArg]
+					break
+				}
 			}
-			for i := range out {
-				out[i].body = m.body(&out[i])
-			}
-			m.cands[t] = out
+			out = joinAcross(out, start, bases)
 		}
+		for i := range out {
+			out[i].body = m.body(&out[i])
+		}
+		m.cands[t] = out
 	}
 }
