@@ -114,10 +114,12 @@ func (u *Upstream) transport(stderr io.Writer) (mcp.Transport, error) {
 		// for longer is terminated, so a session's end never waits long.
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
 	default:
-		hc := http.DefaultClient
+		base := http.DefaultTransport
 		if len(u.Headers) > 0 {
-			hc = &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: u.Headers}}
+			base = headerTransport{base: base, headers: u.Headers}
 		}
+		// Its answers counted and bounded (budget.go).
+		hc := &http.Client{Transport: budgetTransport{base: base}}
 		return &mcp.StreamableClientTransport{Endpoint: u.URL, HTTPClient: hc}, nil
 	}
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/httpapi"
 )
@@ -364,6 +368,46 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
 			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
 		}
+	})
+
+	// Issue 23: answers of MCP upstreams were outside max_answer_bytes,
+	// and an HTTP upstream's JSON answer had no bound at all. 32 clients
+	// at once calling an HTTP upstream's tool of 8 MiB outputs through
+	// the tool API, each reading its whole answer. (Fewer clients than
+	// above: each answer is decoded twice by the SDK and rendered once
+	// more, which takes time, not memory beyond the count.)
+	t.Run("MCP outputs at once", func(t *testing.T) {
+		big := strings.Repeat("x", bigOutput)
+		srv := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
+		mcp.AddTool(srv, &mcp.Tool{Name: "big"}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil, nil
+		})
+		upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+			&mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
+		t.Cleanup(upstream.Close) // after ahead serve stops: it holds streams open
+		s := startProcess(t, "listen: 127.0.0.1:0\nmcpServers: {big: {url: "+strconv.Quote(upstream.URL)+"}}\n")
+		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range 32 {
+				wg.Go(func() {
+					<-start
+					resp, err := http.Post(s.url+"/v1/sessions/m"+strconv.Itoa(i)+"/calls", "application/json",
+						strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer resp.Body.Close()
+					n, err := io.Copy(io.Discard, resp.Body)
+					if err != nil || resp.StatusCode != http.StatusOK || n < bigOutput || n > bigOutput+200 {
+						t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, n, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+		})
 	})
 
 	// Issue 23: the Learner's kept calls. One session of 400 calls of
