@@ -299,6 +299,7 @@ func (l *Learning) encode(ev trace.Event) ([]byte, bool) {
 // nats.go buffers them, bounded, while reconnecting), until Close.
 func (l *Learning) publisher() {
 	subj := l.f.opts.Name + ".traces." + l.f.opts.Replica
+	unacked := false // lines published since the last acknowledged marker
 	for {
 		select {
 		case <-l.stop:
@@ -320,10 +321,15 @@ func (l *Learning) publisher() {
 			if q.done != nil {
 				// An empty line through JetStream: the stream stores a
 				// connection's messages in order, so its acknowledgement
-				// says every line before it is stored.
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, q.err = l.f.js.Publish(ctx, subj, nil)
-				cancel()
+				// says every line before it is stored. None when no line
+				// was published since the last: markers on an idle stream
+				// would count as lag.
+				if unacked {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, q.err = l.f.js.Publish(ctx, subj, nil)
+					cancel()
+					unacked = q.err != nil
+				}
 				close(q.done)
 				continue
 			}
@@ -331,6 +337,7 @@ func (l *Learning) publisher() {
 				l.dropped.Add(1)
 				continue
 			}
+			unacked = true
 			l.published.Add(1)
 		}
 	}
@@ -418,10 +425,10 @@ func (l *Learning) Lease(ctx context.Context) bool {
 // Recent returns the fleet's most recent trace lines (at most MaxRecent),
 // grouped into sessions (trace.Collect); fresh[i] is the index of the
 // first call of sessions[i] published after the stream sequence since
-// (the calls before it were in an earlier mining); mark is the sequence
-// of the last line read, or since when none was published after it (the
-// empty messages Flush publishes are not lines: a checkpoint with nothing
-// new to mine sees mark == since).
+// (the calls before it were in an earlier mining); mark is the stream's
+// last sequence as read, or since when no line was published after it
+// (the empty messages Flush publishes are not lines: a checkpoint with
+// nothing new to mine sees mark == since).
 func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.Session, fresh []int, mark uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -448,7 +455,7 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 		return nil, nil, 0, fmt.Errorf("fleet: reading %s: %w", l.stream, err)
 	}
 	var evs []trace.Event
-	mark = since
+	newLines := false           // a line published after since
 	old := make(map[string]int) // session → its calls published up to since
 	rd := trace.NewReader(nil)
 	for seq := start - 1; seq < st.LastSeq; {
@@ -470,7 +477,7 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 			if seq > st.LastSeq || len(m.Data()) == 0 {
 				continue // a line of a later read, or a Flush's marker
 			}
-			mark = max(mark, seq)
+			newLines = newLines || seq > since
 			for ev, err := range rd.Read(m.Subject(), bytes.NewReader(m.Data())) {
 				if err != nil {
 					continue
@@ -502,7 +509,10 @@ func (l *Learning) Recent(ctx context.Context, since uint64) (sessions []trace.S
 	for i, s := range sessions {
 		fresh[i] = min(old[s.ID], len(s.Events))
 	}
-	return sessions, fresh, mark, nil
+	if !newLines {
+		return sessions, fresh, since, nil
+	}
+	return sessions, fresh, st.LastSeq, nil
 }
 
 // Share puts pool in the fleet's store as the next version, mined from

@@ -303,3 +303,22 @@ func TestFleetLearningIdle(t *testing.T) {
 		t.Errorf("after three checkpoints, the first with new calls: %d pools mined, version %d; want 1", st.Mined, st.Pool.Version)
 	}
 }
+
+// TestFleetLearningIdleLag: checkpoints on an idle fleet leave the lag at
+// zero (a flush with nothing to flush publishes no marker).
+func TestFleetLearningIdleLag(t *testing.T) {
+	a := join(t, "a", "", false)
+	listThenRead(a, "s0", 0)
+	for range 3 {
+		a.flush(t)
+		if _, err := a.p.learner.Relearn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !a.lrn.Lease(t.Context()) {
+		t.Fatal("A lost the lease")
+	}
+	if st := a.lrn.Stats(); st.Lag != 0 || st.Pool.Version != 1 {
+		t.Errorf("idle after one pool: lag %d, version %d; want 0 and 1", st.Lag, st.Pool.Version)
+	}
+}
