@@ -86,6 +86,13 @@ type Config struct {
 	// limit. Idle keep-alive connections give way to new ones when it is
 	// reached.
 	MaxConnections int
+	// MaxMCPSessions bounds the MCP sessions held at once: older clients'
+	// protocol sessions, 2026-07-28 runs, and other fronts' sessions that
+	// call MCP tools, each holding a connection (for a command upstream, a
+	// process) to every upstream; 0 means mcpproxy.DefaultMaxSessions.
+	// Over it, the least recently used idle run gives way; if none can,
+	// the new session is refused (see mcpproxy.Options.MaxSessions).
+	MaxMCPSessions int
 	// AuthTokenEnv names the environment variable holding the bearer
 	// token clients must send; "" means none. AuthToken is its value.
 	AuthTokenEnv, AuthToken string
@@ -361,6 +368,8 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 			}
 		case "max_connections":
 			c.MaxConnections, _ = p.Int(v, f, 1)
+		case "max_mcp_sessions":
+			c.MaxMCPSessions, _ = p.Int(v, f, 1)
 		case "auth_token_env":
 			if name, ok := p.Str(v, f); ok {
 				tok, set := env(name)
@@ -429,7 +438,7 @@ func (l *Loader) Parse(name string, data []byte) (*Config, error) {
 
 var (
 	fieldsTop = []string{"listen", "max_body", "shutdown_grace", "read_timeout", "write_timeout", "idle_timeout",
-		"max_answer_bytes", "max_connections",
+		"max_answer_bytes", "max_connections", "max_mcp_sessions",
 		"auth_token_env", "llm", "speculator", "patterns", "traces", "backends",
 		policy.Key, "engine", MCPServersKey, "trust_annotations", "fleet"}
 	fieldsPatterns = []string{"pool", "learn", "checkpoint", "checkpoint_every", "max_predictions"}

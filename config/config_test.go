@@ -237,7 +237,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a mapping", "- a\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
 		{"no backends", "listen: 127.0.0.1:1\n", []string{"a.yaml:1:1: backends: no backends: configure at least one under backends (or MCP upstreams under mcpServers)"}},
 		{"unknown top-level field", backend + "listn: x\n", []string{
-			"a.yaml:4:1: listn: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers, trust_annotations or fleet)"}},
+			"a.yaml:4:1: listn: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, max_mcp_sessions, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers, trust_annotations or fleet)"}},
 		{"duplicate key", backend + "listen: a:1\nlisten: b:2\n", []string{"a.yaml:5:1: listen: duplicate key (first at line 4)"}},
 		{"bad listen", backend + "listen: 7777\n", []string{`a.yaml:4:9: listen: want a string, got a number (7777)`}},
 		{"bad listen string", backend + "listen: localhost\n", []string{`a.yaml:4:9: listen: want HOST:PORT, got "localhost"`}},
@@ -298,7 +298,7 @@ func TestParseErrors(t *testing.T) {
 			`a.yaml:2:32: backends.b.exec.command: want the command as a non-empty list of words, such as ["./tool.sh", "{tool}"], got a list`,
 			"a.yaml:3:11: max_body: want a size such as 8MiB, 512KB or 1048576, got a number (-3)"}},
 		{"alias", "x: &a {url: 'http://h/'}\nbackends: {b: {http: *a}}\n", []string{
-			"a.yaml:1:1: x: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers, trust_annotations or fleet)"}},
+			"a.yaml:1:1: x: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, max_mcp_sessions, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers, trust_annotations or fleet)"}},
 		{"mcpServers errors with the others", "listen: x\nmcpServers:\n  fs: {command: x}\n  fs: {url: 'http://h/', slots: many}\n", []string{
 			`a.yaml:1:9: listen: want HOST:PORT, got "x"`,
 			"a.yaml:4:3: mcpServers.fs: duplicate key (first at line 3)"}},

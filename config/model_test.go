@@ -30,6 +30,7 @@ write_timeout: 1m
 idle_timeout: 5s
 max_answer_bytes: 16MiB
 max_connections: 100
+max_mcp_sessions: 50
 auth_token_env: AHEAD_TOKEN
 traces: {dir: t, max_files: 20, fail_on_loss: true}
 `)
@@ -44,8 +45,8 @@ traces: {dir: t, max_files: 20, fail_on_loss: true}
 	if d := cmp.Diff(wantSpec, c.Speculator); d != "" {
 		t.Errorf("speculator (-want +got):\n%s", d)
 	}
-	if c.ReadTimeout != 10*time.Second || c.WriteTimeout != time.Minute || c.MaxConnections != 100 {
-		t.Errorf("timeouts %v %v, connections %d", c.ReadTimeout, c.WriteTimeout, c.MaxConnections)
+	if c.ReadTimeout != 10*time.Second || c.WriteTimeout != time.Minute || c.MaxConnections != 100 || c.MaxMCPSessions != 50 {
+		t.Errorf("timeouts %v %v, connections %d, MCP sessions %d", c.ReadTimeout, c.WriteTimeout, c.MaxConnections, c.MaxMCPSessions)
 	}
 	if c.IdleTimeout != 5*time.Second || c.MaxAnswerBytes != 16<<20 {
 		t.Errorf("idle_timeout %v, max_answer_bytes %d; want 5s and 16 MiB", c.IdleTimeout, c.MaxAnswerBytes)
@@ -68,6 +69,7 @@ traces: {dir: t, max_files: 20, fail_on_loss: true}
 		{"auth_token_env: NOPE\n", "a.yaml:5:17: auth_token_env: environment variable NOPE is not set"},
 		{"auth_token_env: EMPTY\n", "environment variable EMPTY is empty"},
 		{"read_timeout: 10\n", "read_timeout: want a duration with its unit"},
+		{"max_mcp_sessions: 0\n", "a.yaml:5:19: max_mcp_sessions: "},
 	} {
 		_, err := parse(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -177,15 +177,15 @@ func (p *Proxy) runFor(method string, req mcp.Request, init *mcp.InitializeParam
 		name = p.linkedRun(req.GetParams().(*mcp.CallToolParamsRaw))
 	}
 	if name != "" {
-		s, err := p.runSession(name, init)
-		return s, func() {}, err
+		return p.runSession(name, init)
 	}
 	id := "mcp-" + rand.Text()
-	s, err := p.runSession(id, init)
+	s, release, err := p.runSession(id, init)
 	if err != nil {
 		return nil, nil, err
 	}
 	return s, func() {
+		release()
 		if eng := p.engine(); eng != nil {
 			eng.EndSession(id)
 		}
@@ -217,11 +217,12 @@ func (p *Proxy) linkedRun(params *mcp.CallToolParamsRaw) string {
 }
 
 // runSession returns the session of run id, started on first use with the
-// identity and capabilities of the request that started it (init).
-func (p *Proxy) runSession(id string, init *mcp.InitializeParams) (*session, error) {
-	s, err := p.callSession(id)
+// identity and capabilities of the request that started it (init), and
+// held until release is called (holdSession).
+func (p *Proxy) runSession(id string, init *mcp.InitializeParams) (s *session, release func(), err error) {
+	s, release, err = p.holdSession(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	first := s.client.CompareAndSwap(false, true)
 	if init != nil {
@@ -238,7 +239,7 @@ func (p *Proxy) runSession(id string, init *mcp.InitializeParams) (*session, err
 			b.Begin(s.id)
 		}
 	}
-	return s, nil
+	return s, release, nil
 }
 
 // discover answers server/discover with the upstreams' merged

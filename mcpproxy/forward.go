@@ -414,12 +414,13 @@ var (
 
 // Call runs a tool on the session's connection to the upstream. A
 // speculative call runs in exactly the session state the agent's would.
-// The session need not be an MCP client's: see Proxy.callSession.
+// The session need not be an MCP client's: see Proxy.holdSession.
 func (b *upstreamBackend) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
-	s, err := b.p.callSession(req.Session)
+	s, release, err := b.p.holdSession(req.Session)
 	if err != nil {
 		return backend.Response{}, err
 	}
+	defer release()
 	r, err := s.toolRoute(ctx, req.Tool)
 	if err != nil {
 		return backend.Response{}, routeErr(req.Tool, err)
@@ -475,10 +476,11 @@ func (b *upstreamBackend) callOn(ctx context.Context, s *session, sl *slot, r ro
 // crashed and may restart now, so that the predicted call does not pay for
 // the restart. (Connections of live sessions start when they initialize.)
 func (b *upstreamBackend) Warmup(ctx context.Context, req backend.Request) error {
-	s, err := b.p.callSession(req.Session)
+	s, release, err := b.p.holdSession(req.Session)
 	if err != nil {
 		return err
 	}
+	defer release()
 	r, err := s.toolRoute(ctx, req.Tool)
 	if err != nil {
 		return routeErr(req.Tool, err)

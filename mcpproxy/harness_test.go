@@ -241,6 +241,8 @@ type rigOptions struct {
 	untrusted bool
 	// limits are the upstream's slots and queue.
 	limits sched.Limits
+	// maxSessions is the proxy's MaxSessions.
+	maxSessions int
 }
 
 // readAfterList predicts, after a successful list, a read of its first
@@ -267,10 +269,11 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{t: t, up: &testServer{}, clock: &fakeClock{t: time.Unix(1e9, 0)}}
 	p, err := New(&Options{
-		Upstreams: []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted, Limits: o.limits}},
-		Logger:    slog.New(slog.DiscardHandler),
-		Stderr:    io.Discard,
-		Now:       r.clock.Now,
+		Upstreams:   []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted, Limits: o.limits}},
+		Logger:      slog.New(slog.DiscardHandler),
+		Stderr:      io.Discard,
+		Now:         r.clock.Now,
+		MaxSessions: o.maxSessions,
 	})
 	if err != nil {
 		t.Fatal(err)

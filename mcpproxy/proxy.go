@@ -59,6 +59,18 @@ type Options struct {
 	ReapInterval time.Duration
 	// SessionTimeout closes HTTP sessions idle this long; 0 means 30 min.
 	SessionTimeout time.Duration
+	// MaxSessions bounds the sessions held at once (ahead serve's
+	// max_mcp_sessions): MCP clients' sessions of the older revisions,
+	// 2026-07-28 runs (named or not), and sessions of other fronts that
+	// call MCP tools; each may hold a connection (a process, for a
+	// command upstream) to every upstream. A new session over the bound
+	// takes the place of the least recently used idle one that is not an
+	// MCP client's session (its upstream connections close, its
+	// speculative work is dropped); if there is none, it is refused with
+	// a JSON-RPC error that names the bound and says when to try again
+	// (data.retry_after_ms). 0 means DefaultMaxSessions; negative, no
+	// bound.
+	MaxSessions int
 	// MaxBodyBytes bounds a request body of Handler: a larger one is
 	// answered 413 (issue 23: ahead serve's max_body). 0 means the SDK's
 	// default, 4 MiB.
@@ -87,7 +99,7 @@ type Proxy struct {
 	mu       sync.Mutex // protects everything below
 	eng      Caller
 	sessions map[*mcp.ServerSession]*session
-	byID     map[string]*session             // every session, the MCP clients' and the proxy's own (callSession)
+	byID     map[string]*session             // every session, the MCP clients' and the proxy's own (holdSession)
 	routes   map[string]route                // downstream tool name → upstream, all sessions
 	trusted  map[string]*mcp.ToolAnnotations // tools of trusted upstreams, by downstream name
 	follow   func(*policy.Policy)            // the engine's SetPolicy, when annotations are followed
@@ -168,6 +180,9 @@ func New(o *Options) (*Proxy, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	p := &Proxy{
 		opts:     opts,
@@ -392,12 +407,18 @@ func (p *Proxy) Close() error {
 // first sight.
 func (p *Proxy) sessionFor(ss *mcp.ServerSession) (*session, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if s, ok := p.sessions[ss]; ok {
+		p.mu.Unlock()
 		return s, nil
 	}
 	if p.closed {
+		p.mu.Unlock()
 		return nil, errors.New("mcpproxy: closed")
+	}
+	victim, err := p.makeRoomLocked()
+	if err != nil {
+		p.mu.Unlock()
+		return nil, err
 	}
 	id := ss.ID()
 	if id == "" {
@@ -406,10 +427,12 @@ func (p *Proxy) sessionFor(ss *mcp.ServerSession) (*session, error) {
 	s := newSession(p, id, ss)
 	p.sessions[ss] = s
 	p.byID[id] = s
+	p.mu.Unlock()
+	p.evict(victim)
 	return s, nil
 }
 
-// callSession returns the session a call of engine session id runs in:
+// holdSession returns the session a call of engine session id runs in:
 // the MCP client's session of that id, else the proxy's own session for
 // id, started on first use. An upstream connection belongs to ahead's
 // session, whichever front opened it: a session of the HTTP API calling an
@@ -418,25 +441,39 @@ func (p *Proxy) sessionFor(ss *mcp.ServerSession) (*session, error) {
 // DELETE, idle timeout) or until it has had no call for SessionTimeout
 // (the reaper: the bound for a speculative call racing with the session's
 // end). Such sessions are at most the engine's sessions, plus those
-// racing with their end.
-func (p *Proxy) callSession(id string) (*session, error) {
+// racing with their end, and at most MaxSessions with the MCP clients'.
+//
+// The session is held (never evicted to make room for another) until
+// release is called: call it when the request or call is served.
+func (p *Proxy) holdSession(id string) (s *session, release func(), err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s, ok := p.byID[id]; ok {
-		s.used = p.now()
-		return s, nil
+	s, ok := p.byID[id]
+	var victim *session
+	if !ok {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, nil, fmt.Errorf("session %q: %w", id, errSessionGone)
+		}
+		if victim, err = p.makeRoomLocked(); err != nil {
+			p.mu.Unlock()
+			return nil, nil, err
+		}
+		s = newSession(p, id, nil)
+		p.byID[id] = s
+		p.log.Debug("upstream connections opened for a session without an MCP client", "session", id)
 	}
-	if p.closed {
-		return nil, fmt.Errorf("session %q: %w", id, errSessionGone)
-	}
-	s := newSession(p, id, nil)
 	s.used = p.now()
-	p.byID[id] = s
-	p.log.Debug("upstream connections opened for a session without an MCP client", "session", id)
-	return s, nil
+	s.pins++
+	p.mu.Unlock()
+	p.evict(victim)
+	return s, func() {
+		p.mu.Lock()
+		s.pins--
+		p.mu.Unlock()
+	}, nil
 }
 
-// EndSession ends the proxy's own session id (see callSession): its
+// EndSession ends the proxy's own session id (see holdSession): its
 // upstream connections close. An MCP client's session ends with the
 // client, not here; an unknown id does nothing.
 func (p *Proxy) EndSession(id string) {
@@ -458,7 +495,7 @@ func (p *Proxy) reapIdle() {
 	var idle []*session
 	p.mu.Lock()
 	for id, s := range p.byID {
-		if s.ss == nil && now.Sub(s.used) >= p.opts.SessionTimeout && !s.busy() {
+		if s.ss == nil && s.pins == 0 && now.Sub(s.used) >= p.opts.SessionTimeout && !s.busy() {
 			delete(p.byID, id)
 			idle = append(idle, s)
 		}

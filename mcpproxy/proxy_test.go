@@ -515,9 +515,11 @@ func TestOwnSessionReaped(t *testing.T) {
 		}
 	}
 	r.clock.Add(31 * time.Minute)
-	if _, err := r.proxy.callSession("recent"); err != nil {
+	_, release, err := r.proxy.holdSession("recent")
+	if err != nil {
 		t.Fatal(err)
 	}
+	release()
 	r.proxy.reapIdle()
 	r.proxy.mu.Lock()
 	_, old := r.proxy.byID["old"]

@@ -15,13 +15,14 @@ import (
 
 // session is one engine session: its id, its downstream MCP session (nil
 // for a session of another front, such as the HTTP API: see
-// Proxy.callSession), and its own connection (slot) to every upstream.
+// Proxy.holdSession), and its own connection (slot) to every upstream.
 type session struct {
 	p     *Proxy
 	id    string
 	ss    *mcp.ServerSession // nil: no MCP client session (another front, or a 2026-07-28 run)
 	slots []*slot            // one per upstream, in configuration order
 	used  time.Time          // the last call (proxy's own sessions); protected by p.mu
+	pins  int                // requests and calls being served in it (holdSession); protected by p.mu
 	// client: an MCP client is behind the session (ss, or the requests of
 	// a 2026-07-28 run, each with its own SDK session: see runFor).
 	client atomic.Bool

@@ -25,7 +25,7 @@ import (
 // backends and router when it is built, and the proxy needs the engine to
 // serve, so the wiring has three steps:
 //
-//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, cfg.MaxBody, opts)
+//	p, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, true, cfg.MaxBody, cfg.MaxMCPSessions, opts)
 //	eng := engine.New(&engine.Options{Backends: <yours + p.Backends()>, Route: <yours, then p.Route>, Policy: pol, ...})
 //	mountMCP(mux, p, eng, cfg.MaxBody)   // serves /mcp
 //	...
@@ -38,8 +38,9 @@ import (
 // probe, the trusted upstreams are started now to read their annotations;
 // without, they are read from each session's own connection. maxBody
 // bounds a request body over streamable HTTP (0: httpapi's default, as
-// for max_body).
-func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll, probe bool, maxBody int64, o *Options) (*mcpproxy.Proxy, *policy.Policy, error) {
+// for max_body); maxSessions the sessions held at once (0: the proxy's
+// default, as for max_mcp_sessions).
+func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Policy, trustAll, probe bool, maxBody int64, maxSessions int, o *Options) (*mcpproxy.Proxy, *policy.Policy, error) {
 	if trustAll {
 		for i := range ups {
 			ups[i].TrustAnnotations = true
@@ -48,7 +49,7 @@ func newMCPFront(ctx context.Context, ups []mcpproxy.Upstream, base *policy.Poli
 	// The operator's policy is the base of the annotation rules, at
 	// startup (below) and when sessions list new or changed tools.
 	p, err := mcpproxy.New(&mcpproxy.Options{Upstreams: ups, Logger: o.Logger, Stderr: o.Stderr, Version: o.Version, Policy: base,
-		MaxBodyBytes: mcpMaxBody(maxBody)})
+		MaxBodyBytes: mcpMaxBody(maxBody), MaxSessions: maxSessions})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,7 +140,7 @@ func ServeMCP(ctx context.Context, cfg *config.Config, in io.Reader, out io.Writ
 			return fmt.Errorf("traces: %w", err)
 		}
 	}
-	proxy, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, false, 0, o)
+	proxy, pol, err := newMCPFront(ctx, cfg.Upstreams, cfg.Policy, cfg.TrustAnnotations, false, 0, 0, o)
 	if err != nil {
 		return errors.Join(err, closeMCP(nil, nil, nil, rec))
 	}

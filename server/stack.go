@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg *config.Config, opts *Options) (_ *Stack, err
 	if len(cfg.Upstreams) > 0 {
 		// The MCP front (mcp.go) starts the trusted upstreams here to
 		// read their annotations into the policy.
-		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, true, cfg.MaxBody, o); err != nil {
+		if st.mcp, pol, err = newMCPFront(ctx, cfg.Upstreams, pol, cfg.TrustAnnotations, true, cfg.MaxBody, cfg.MaxMCPSessions, o); err != nil {
 			return nil, fmt.Errorf("%s: %w", config.MCPServersKey, err)
 		}
 		maps.Copy(st.backends, st.mcp.Backends())

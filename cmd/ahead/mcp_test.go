@@ -43,7 +43,7 @@ func TestMCPConfigErrors(t *testing.T) {
 			"ahead mcp: FILE:1:9: listen: want a string, got a number (7777)\n" +
 				"FILE:3:15: engine.ttl: want a duration with its unit, such as 5s, got 5\n"},
 		{"unknown top-level field", "mcpServers: {fs: {command: x}}\ntrust: true\n", nil, 1,
-			"ahead mcp: FILE:2:1: trust: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers, trust_annotations or fleet)\n"},
+			"ahead mcp: FILE:2:1: trust: unknown field (want listen, max_body, shutdown_grace, read_timeout, write_timeout, idle_timeout, max_answer_bytes, max_connections, max_mcp_sessions, auth_token_env, llm, speculator, patterns, traces, backends, speculation_policy, engine, mcpServers, trust_annotations or fleet)\n"},
 		{"policy only, no upstream", "speculation_policy: {default: {allow: false}}\n", nil, 2,
 			"ahead mcp: usage error: no MCP server: give one after -- (ahead mcp -- npx -y SERVER ...) or in --config\n" +
 				"usage: ahead mcp [flags] [-- COMMAND ARGS...] (see ahead mcp --help)\n"},
