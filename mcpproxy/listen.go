@@ -395,6 +395,11 @@ func (a *subAcks) subscribe(ctx context.Context, cs *mcp.ClientSession, params *
 	if !stateless(cs) {
 		return cs.Subscribe(ctx, params)
 	}
+	if !hasCap(cs, func(c *mcp.ServerCapabilities) bool { return c.Resources != nil && c.Resources.Subscribe }) {
+		// It would acknowledge nothing: say so now, as an upstream of an
+		// older revision answers resources/subscribe.
+		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the upstream offers no resource subscriptions"}
+	}
 	ch := a.expect(cs, params.URI)
 	defer a.drop(cs, params.URI, ch)
 	if err := cs.Subscribe(ctx, params); err != nil {
