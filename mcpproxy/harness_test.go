@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -210,6 +212,63 @@ type rig struct {
 	proxy *Proxy
 	eng   *engine.Engine
 	clock *fakeClock
+	// crashes receives the session of each upstream connection the proxy
+	// found crashed (its log), for waitCrashed.
+	crashes chan string
+}
+
+// crashLog is a log handler that sends the session of every "upstream
+// crashed" record on ch (never blocking: it holds 256).
+type crashLog chan<- string
+
+func (h crashLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h crashLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h crashLog) WithGroup(string) slog.Handler            { return h }
+func (h crashLog) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message != "upstream crashed" {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "session" {
+			select {
+			case h <- a.Value.String():
+			default:
+			}
+			return false
+		}
+		return true
+	})
+	return nil
+}
+
+// waitCrashed waits until the proxy has found the upstream connection of
+// each session crashed (it is down, its restart due after the backoff).
+func (r *rig) waitCrashed(sessions ...string) {
+	r.t.Helper()
+	left := make(map[string]bool)
+	for _, s := range sessions {
+		left[s] = true
+	}
+	timeout := time.After(30 * time.Second)
+	for len(left) > 0 {
+		select {
+		case s := <-r.crashes:
+			delete(left, s)
+		case <-timeout:
+			r.t.Fatalf("the upstream connections of sessions %v were not found crashed within 30 s", slices.Collect(maps.Keys(left)))
+		}
+	}
+}
+
+// agentSessions returns the sessions of the agents connected to the proxy.
+func (r *rig) agentSessions() []string {
+	r.proxy.mu.Lock()
+	defer r.proxy.mu.Unlock()
+	var ids []string
+	for _, s := range r.proxy.sessions {
+		ids = append(ids, s.id)
+	}
+	return ids
 }
 
 type fakeClock struct {
@@ -267,10 +326,10 @@ var readAfterList = predict.Func(func(ev trace.Event) []predict.Prediction {
 
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{t: t, up: &testServer{}, clock: &fakeClock{t: time.Unix(1e9, 0)}}
+	r := &rig{t: t, up: &testServer{}, clock: &fakeClock{t: time.Unix(1e9, 0)}, crashes: make(chan string, 256)}
 	p, err := New(&Options{
 		Upstreams:   []Upstream{{Name: "fs", Transport: r.up.transport, Prefix: o.prefix, TrustAnnotations: !o.untrusted, Limits: o.limits}},
-		Logger:      slog.New(slog.DiscardHandler),
+		Logger:      slog.New(crashLog(r.crashes)),
 		Stderr:      io.Discard,
 		Now:         r.clock.Now,
 		MaxSessions: o.maxSessions,

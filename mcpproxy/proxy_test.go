@@ -277,14 +277,8 @@ func TestCrashedUpstreamRestartsWithBackoff(t *testing.T) {
 	r.up.kill()
 	// The crash is noticed asynchronously; calls fail fast (never hang)
 	// with an error naming the upstream until the backoff passes.
-	var err error
-	for range 100 {
-		_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": "a.txt"}})
-		if err != nil && strings.Contains(err.Error(), "next start in") {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.waitCrashed(r.agentSessions()...)
+	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"name": "a.txt"}})
 	if err == nil || !strings.Contains(err.Error(), `upstream "fs"`) || !strings.Contains(err.Error(), "next start in") {
 		t.Fatalf("call after a crash: err = %v, want an upstream-down error naming fs", err)
 	}
@@ -305,15 +299,14 @@ func TestCrashedUpstreamRestartsWithBackoff(t *testing.T) {
 	r.up.failConnect = true
 	r.up.mu.Unlock()
 	r.up.kill()
+	r.waitCrashed(r.agentSessions()...)
 	var delays []string
 	for range 3 {
 		r.clock.Add(time.Minute)
-		for range 100 {
-			_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
-			if err != nil && strings.Contains(err.Error(), "next start in") {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+		// The start this call makes fails, and the next is due later.
+		_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
+		if err == nil || !strings.Contains(err.Error(), "next start in") {
+			t.Fatalf("call with a failing upstream: err = %v, want an upstream-down error", err)
 		}
 		_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
 		if err == nil {
@@ -385,19 +378,7 @@ func TestWarmupRestartsItsSessionOnly(t *testing.T) {
 		t.Fatalf("%d sessions, want 2", len(ids))
 	}
 	r.up.kill()
-	// Wait until both sessions have noticed the crash.
-	for _, cs := range []*mcp.ClientSession{cs1, cs2} {
-		for i := 0; ; i++ {
-			_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list", Arguments: map[string]any{}})
-			if err != nil && strings.Contains(err.Error(), "next start in") {
-				break
-			}
-			if i == 100 {
-				t.Fatalf("crash not noticed: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	r.waitCrashed(ids...)    // both sessions' connections are down
 	r.clock.Add(time.Second) // past the backoff: both may restart
 	b := r.proxy.Backends()[BackendName("fs")].Backend.(backend.Warmer)
 	r.up.mu.Lock()
