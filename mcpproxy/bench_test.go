@@ -78,7 +78,7 @@ func benchHTTP(b *testing.B, stateless bool) {
 	measure(b, direct, via, "echo")
 }
 
-func benchProxy(b *testing.B, up Upstream) *Proxy {
+func benchProxy(b testing.TB, up Upstream) *Proxy {
 	p, err := New(&Options{Upstreams: []Upstream{up}, Logger: slog.New(slog.DiscardHandler), Stderr: io.Discard})
 	if err != nil {
 		b.Fatal(err)
