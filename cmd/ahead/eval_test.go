@@ -43,7 +43,11 @@ func TestEvalFresh(t *testing.T) {
 // reports the hidden stall of each half; it refuses a pool to start from.
 func TestBenchLearn(t *testing.T) {
 	const tr = "../../convo/testdata/library.jsonl"
-	code, out, errOut := runCLI(t, "bench", "--learn", "--relearn-every", "5", "--json", "--time-scale", "0.001",
+	// At time scale 0.05 a call's 800 ms is 40 ms, well above the timer
+	// lateness of a loaded machine (hundreds of ms at time scale 0.001
+	// made the serial stall no larger than the oracle's, and the halves
+	// undefined).
+	code, out, errOut := runCLI(t, "bench", "--learn", "--relearn-every", "5", "--json", "--time-scale", "0.05",
 		"--tool-latency", "const:800ms", "--policy", "../../bench/testdata/policy.yaml", tr)
 	if code != 0 {
 		t.Fatalf("bench --learn: exit %d: %s", code, errOut)
