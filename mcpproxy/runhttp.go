@@ -26,9 +26,11 @@ import (
 // a server session with its goroutines, hands the request through them and
 // closes it all again: about 0.5 ms a call beyond what the older revisions'
 // sessions cost (BenchmarkAddedLatencyEras). A run's state is ahead's
-// already (runFor), so for the requests an agent makes on every turn
-// (tools/call, tools/list) ahead reads the one JSON-RPC request, serves it
-// in its run as the SDK's handler would, and writes the response event.
+// already (runFor), so for the requests an agent makes turn after turn
+// (tools/call, the lists, prompts/get, resources/read) ahead reads the one
+// JSON-RPC request, serves it in its run as the SDK's handler would, and
+// writes the response event. server/discover (once per client) and the
+// rest stay with the SDK.
 //
 // Only a request the SDK would serve normally takes this path: well-formed
 // (one request, its headers and _meta as the revision requires, no field
@@ -41,8 +43,13 @@ import (
 // runMethods are the methods served on the direct path, and the keys their
 // params may have there.
 var runMethods = map[string][]string{
-	"tools/call": {"_meta", "name", "arguments"},
-	"tools/list": {"_meta", "cursor"},
+	"tools/call":               {"_meta", "name", "arguments"},
+	"tools/list":               {"_meta", "cursor"},
+	"prompts/list":             {"_meta", "cursor"},
+	"prompts/get":              {"_meta", "name", "arguments"},
+	"resources/list":           {"_meta", "cursor"},
+	"resources/templates/list": {"_meta", "cursor"},
+	"resources/read":           {"_meta", "uri"},
 }
 
 // runRequest is a 2026-07-28 request read by readRunRequest.
@@ -114,8 +121,15 @@ func (p *Proxy) serveRunRequest(ctx context.Context, rr *runRequest) (mcp.Result
 	res = completeResult(res)
 	// What the SDK adds to every new-era result: resultType on the lists
 	// (completeResult gives the others theirs) and its server's identity.
-	if lr, ok := res.(*mcp.ListToolsResult); ok {
-		lr.ResultType = "complete"
+	switch r := res.(type) {
+	case *mcp.ListToolsResult:
+		r.ResultType = "complete"
+	case *mcp.ListPromptsResult:
+		r.ResultType = "complete"
+	case *mcp.ListResourcesResult:
+		r.ResultType = "complete"
+	case *mcp.ListResourceTemplatesResult:
+		r.ResultType = "complete"
 	}
 	meta := maps.Clone(res.GetMeta())
 	if meta == nil {
@@ -237,12 +251,36 @@ func readRunRequest(body []byte, h http.Header) (*runRequest, bool) {
 			return nil, false
 		}
 		rr.req = &mcp.CallToolRequest{Extra: extra, Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: params["arguments"]}}
-	case "tools/list":
-		lp := &mcp.ListToolsParams{Meta: meta}
-		if c, ok := params["cursor"]; ok && json.Unmarshal(c, &lp.Cursor) != nil {
+	case "prompts/get":
+		gp := &mcp.GetPromptParams{Meta: meta}
+		if json.Unmarshal(params["name"], &gp.Name) != nil || gp.Name == "" || h.Get("Mcp-Name") != gp.Name {
 			return nil, false
 		}
-		rr.req = &mcp.ListToolsRequest{Extra: extra, Params: lp}
+		if a, ok := params["arguments"]; ok && json.Unmarshal(a, &gp.Arguments) != nil {
+			return nil, false
+		}
+		rr.req = &mcp.GetPromptRequest{Extra: extra, Params: gp}
+	case "resources/read":
+		rp := &mcp.ReadResourceParams{Meta: meta}
+		if json.Unmarshal(params["uri"], &rp.URI) != nil || rp.URI == "" || h.Get("Mcp-Name") != rp.URI {
+			return nil, false
+		}
+		rr.req = &mcp.ReadResourceRequest{Extra: extra, Params: rp}
+	default: // the lists
+		var cursor string
+		if c, ok := params["cursor"]; ok && json.Unmarshal(c, &cursor) != nil {
+			return nil, false
+		}
+		switch method {
+		case "tools/list":
+			rr.req = &mcp.ListToolsRequest{Extra: extra, Params: &mcp.ListToolsParams{Meta: meta, Cursor: cursor}}
+		case "prompts/list":
+			rr.req = &mcp.ListPromptsRequest{Extra: extra, Params: &mcp.ListPromptsParams{Meta: meta, Cursor: cursor}}
+		case "resources/list":
+			rr.req = &mcp.ListResourcesRequest{Extra: extra, Params: &mcp.ListResourcesParams{Meta: meta, Cursor: cursor}}
+		case "resources/templates/list":
+			rr.req = &mcp.ListResourceTemplatesRequest{Extra: extra, Params: &mcp.ListResourceTemplatesParams{Meta: meta, Cursor: cursor}}
+		}
 	}
 	return rr, true
 }
