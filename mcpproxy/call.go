@@ -28,6 +28,10 @@ type downCall struct {
 	// The agent's answers to an input_required result, for the retry.
 	inputResponses mcp.InputResponseMap
 	requestState   string
+	// logLevel is the level a 2026-07-28 agent asked the call's log
+	// messages at (nil: none), for an upstream connection of that
+	// revision of its own (not a hub: see forward.go, callOn).
+	logLevel any
 }
 
 // callTool serves a tools/call through the engine.
@@ -43,7 +47,7 @@ func (s *session) callTool(ctx context.Context, params *mcp.CallToolParamsRaw) (
 	defer s.begin(ctx, params.GetProgressToken())()
 	call := func(responses mcp.InputResponseMap, state string) (engine.Result, error) {
 		ctx := context.WithValue(ctx, downKey{}, &downCall{session: s.id, tool: params.Name, meta: hopMeta(params.Meta),
-			inputResponses: responses, requestState: state})
+			inputResponses: responses, requestState: state, logLevel: params.Meta[mcp.MetaKeyLogLevel]})
 		if len(responses) > 0 || state != "" {
 			// A retry with the user's input is a call of its own: no
 			// speculation of the call without it may answer it.

@@ -32,9 +32,11 @@ import (
 // Results forwarded raw from an upstream that speaks an older revision
 // lack resultType, which 2026-07-28 clients require: the new-era path
 // marks them complete. Notifications (list_changed, resource updates) go
-// to the run's subscriptions/listen streams (listen.go); logging and
-// requests to the user (sampling, elicitation, roots) have no channel in a
-// stateless run: its capabilities do not offer them.
+// to the run's subscriptions/listen streams (listen.go); a call's log
+// messages go on its own stream when it asked for them (a level in its
+// _meta) and the run has a 2026-07-28 connection of its own to the
+// upstream; requests to the user (sampling, elicitation, roots) have no
+// channel in a stateless run: its capabilities do not offer them.
 
 // newEraVersion is the first revision without protocol sessions.
 const newEraVersion = "2026-07-28"
@@ -269,10 +271,11 @@ func (s *session) discover(ctx context.Context, res mcp.Result) mcp.Result {
 }
 
 // newEraCapabilities is what a new-era client may use through ahead:
-// everything the upstreams offer but logging, which 2026-07-28 asks for
-// per request (a level in _meta) and ahead does not forward to a run.
-// Notifications (list_changed, resource updates) come on the client's
-// subscriptions/listen (listen.go).
+// everything the upstreams offer but logging, which ahead cannot offer
+// whole: a call's log messages reach the run that asked (a level in the
+// call's _meta) only from an upstream connection of its own, not through a
+// hub (stateless.go). Notifications (list_changed, resource updates) come
+// on the client's subscriptions/listen (listen.go).
 func newEraCapabilities(c *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	out := *c
 	out.Logging = nil

@@ -453,16 +453,27 @@ func (b *upstreamBackend) callOn(ctx context.Context, s *session, sl *slot, r ro
 		return nil, false, err
 	}
 	params := &mcp.CallToolParams{Name: r.tool, Arguments: req.Args}
-	if dc, ok := ctx.Value(downKey{}).(*downCall); ok && !req.Speculative && dc.session == req.Session && dc.tool == req.Tool {
+	dc, ok := ctx.Value(downKey{}).(*downCall)
+	if ok && !req.Speculative && dc.session == req.Session && dc.tool == req.Tool {
 		params.Meta = maps.Clone(dc.meta) // the SDK may add to it
 		params.InputResponses = dc.inputResponses
 		params.RequestState = dc.requestState
+	} else {
+		dc = nil
 	}
 	if h := sl.sharing(); h != nil && h.live() == cs {
 		// The hub serves every session: the call says whose it is.
 		onHub = true
 		params.Meta = s.requestMeta(params.Meta)
 		defer r.up.routeProgress(s, params.Meta)()
+	} else if dc != nil && dc.logLevel != nil && stateless(cs) {
+		// The session's own connection of 2026-07-28: the upstream logs
+		// at the level the agent asked this call's messages at, on the
+		// call's stream, and they reach the agent's request (notify).
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[mcp.MetaKeyLogLevel] = dc.logLevel
 	}
 	defer sl.track(req.Speculative)()
 	res, err = cs.CallTool(ctx, params)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -295,5 +296,52 @@ func TestNewEraListenHub(t *testing.T) {
 		if got := lc.next(t, name+"'s tools"); got != "tools" {
 			t.Errorf("%s received %q, want the tools list change", name, got)
 		}
+	}
+}
+
+// TestNewEraLogging: a 2026-07-28 run asks for a call's log messages by
+// putting a level in its _meta; the upstream's messages for the call reach
+// the call's own stream at that level, and a call that asked none gets
+// none.
+func TestNewEraLogging(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	front := httptest.NewServer(r.proxy.Handler())
+	t.Cleanup(front.Close)
+	logs := make(chan string, 16)
+	hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: map[string]string{SessionHeader: "run-log"}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "2"}, &mcp.ClientOptions{
+		Logger: slog.New(slog.DiscardHandler),
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			logs <- fmt.Sprintf("%s %v", req.Params.Level, req.Params.Data)
+		},
+	}).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: front.URL, HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: newEraVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if ups := r.proxy.Upstreams(); ups[0].Revision != newEraVersion {
+		t.Fatalf("the run's upstream connection speaks %q, want %s", ups[0].Revision, newEraVersion)
+	}
+	slow := func(level mcp.LoggingLevel) {
+		t.Helper()
+		meta := mcp.Meta{}
+		if level != "" {
+			meta[mcp.MetaKeyLogLevel] = level
+		}
+		if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Meta: meta, Name: "slow", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("slow (log level %q): %v, %v", level, res, err)
+		}
+	}
+	slow("")        // asks no log messages
+	slow("warning") // the upstream logs at info: below what was asked
+	slow("info")
+	select {
+	case got := <-logs:
+		if got != "info slow started" {
+			t.Errorf("the first log message the run received is %q, want only the call at info's: info slow started", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call that asked for info got no log message within 30 s")
 	}
 }

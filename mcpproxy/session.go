@@ -348,7 +348,17 @@ func (s *session) notify(ctx context.Context, method string, params mcp.Params) 
 		return
 	}
 	if s.ss == nil {
-		return // nobody to tell: the session's calls list the tools again themselves
+		// A 2026-07-28 run: a log message goes to the request it came
+		// with, at the level that request asked (the SDK filters);
+		// nobody else is told (the run's calls list again themselves).
+		if lm, ok := params.(*mcp.LoggingMessageParams); ok && method == "notifications/message" {
+			if ss := s.downstream(ctx); ss != nil {
+				if err := ss.Log(ctx, lm); err != nil {
+					s.p.log.Debug("forwarding a log message", "session", s.id, "err", err)
+				}
+			}
+		}
+		return
 	}
 	if err := notifyRaw(ctx, s.ss, method, params); err != nil {
 		s.p.log.Debug("notifying downstream", "session", s.id, "method", method, "err", err)
