@@ -93,15 +93,16 @@ func newAnswers(budget int64) *answers {
 // A hold counts the output of one request's call as it is read
 // (backend.Budget), until its answer is written or the request ends.
 type hold struct {
-	a   *answers
-	n   int64  // bytes counted
-	seq uint64 // when it started reading; 0 before
+	a    *answers
+	n    int64         // bytes counted
+	seq  uint64        // when it started reading; 0 before
+	wake chan struct{} // signalled when it becomes the oldest queued read
 }
 
 var _ backend.Budget = (*hold)(nil)
 
 // newHold returns a hold for one request; end it when the request ends.
-func (a *answers) newHold() *hold { return &hold{a: a} }
+func (a *answers) newHold() *hold { return &hold{a: a, wake: make(chan struct{}, 1)} }
 
 // Grow counts n more bytes of h's output, waiting while they would bring
 // the total over the budget (see above).
@@ -117,7 +118,7 @@ func (h *hold) Grow(ctx context.Context, n int64) error {
 		if a.fitsLocked(h, n) || (len(a.flights) == 0 && a.oldestReadLocked() == h) {
 			if _, ok := a.queued[h]; ok {
 				delete(a.queued, h)
-				a.releasedLocked() // the next queued read may go now
+				a.wakeHeadLocked() // the next queued read may go now
 			}
 			if h.n <= smallRead {
 				a.small -= h.n
@@ -132,6 +133,23 @@ func (h *hold) Grow(ctx context.Context, n int64) error {
 		}
 		if h.n+n > smallRead {
 			a.queued[h] = struct{}{}
+			if head := a.headLocked(); head != h {
+				// Only the oldest queued read watches the budget
+				// (beside 100 queued reads, every release woke them
+				// all to find they were not first, on one mutex);
+				// the others wait for their turn.
+				a.mu.Unlock()
+				select {
+				case <-h.wake:
+				case <-ctx.Done():
+					a.mu.Lock()
+					h.leaveLocked()
+					a.mu.Unlock()
+					return context.Cause(ctx)
+				}
+				a.mu.Lock()
+				continue
+			}
 		}
 		// A client that has taken nothing of its answer for silentGrace
 		// gives way; otherwise wait for bytes to be released, or for
@@ -156,6 +174,7 @@ func (h *hold) Grow(ctx context.Context, n int64) error {
 		var err error
 		select {
 		case <-changed:
+		case <-h.wake: // it became the oldest queued read again
 		case <-retry:
 		case <-ctx.Done():
 			err = context.Cause(ctx)
@@ -165,11 +184,7 @@ func (h *hold) Grow(ctx context.Context, n int64) error {
 		}
 		if err != nil {
 			a.mu.Lock()
-			if _, ok := a.queued[h]; ok {
-				// A read queued behind h may go first now.
-				delete(a.queued, h)
-				a.releasedLocked()
-			}
+			h.leaveLocked()
 			a.mu.Unlock()
 			return err
 		}
@@ -212,11 +227,43 @@ func (a *answers) oldestReadLocked() *hold {
 	return o
 }
 
-// releasedLocked wakes the reads waiting for bytes.
+// releasedLocked wakes the reads waiting for bytes: the small ones and
+// the oldest queued one.
 func (a *answers) releasedLocked() {
 	if a.changed != nil {
 		close(a.changed)
 		a.changed = nil
+	}
+	a.wakeHeadLocked()
+}
+
+// headLocked is the oldest queued read; nil if none.
+func (a *answers) headLocked() *hold {
+	var o *hold
+	for h := range a.queued {
+		if o == nil || h.seq < o.seq {
+			o = h
+		}
+	}
+	return o
+}
+
+// wakeHeadLocked tells the oldest queued read to look at the budget.
+func (a *answers) wakeHeadLocked() {
+	if head := a.headLocked(); head != nil {
+		select {
+		case head.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// leaveLocked takes h out of the queue: its read ended. A read queued
+// behind it may go first now.
+func (h *hold) leaveLocked() {
+	if _, ok := h.a.queued[h]; ok {
+		delete(h.a.queued, h)
+		h.a.wakeHeadLocked()
 	}
 }
 
@@ -231,7 +278,7 @@ func (h *hold) end() {
 func (h *hold) dropLocked() {
 	a := h.a
 	delete(a.holds, h)
-	delete(a.queued, h)
+	h.leaveLocked()
 	if h.n > 0 {
 		if h.n <= smallRead {
 			a.small -= h.n
