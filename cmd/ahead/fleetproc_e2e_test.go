@@ -81,6 +81,18 @@ func startReplicaProc(t *testing.T, config string) *replicaProc {
 	return p
 }
 
+// stop stops the process as a user would (SIGINT), and waits for it.
+func (p *replicaProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	<-p.drained
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("ahead serve exited with %v:\n%s", err, p.logText())
+	}
+}
+
 func (p *replicaProc) logText() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -205,9 +217,9 @@ func storedCalls(t *testing.T, lrn *fleet.Learning, want int) uint64 {
 
 // TestServeFleetLearnsAcrossProcesses: two `ahead serve` processes, A and
 // B, each see a pattern twice through the HTTP tool API; one of them mines
-// the fleet's traffic under the lease and shares the pool; C, a third
-// process started afterwards, loads it before it serves, and its first
-// session's get is served from speculation.
+// the fleet's traffic under the lease and shares the pool; both stop; C, a
+// third process started afterwards, loads it before it serves, and its
+// first session's get is served from speculation.
 func TestServeFleetLearnsAcrossProcesses(t *testing.T) {
 	tools, backend := newLookups(t)
 	hub, lrn := fleetHub(t, "pl", time.Second)
@@ -239,6 +251,10 @@ func TestServeFleetLearnsAcrossProcesses(t *testing.T) {
 	if sa.Learning.Published < 4 || sb.Learning.Published < 4 {
 		t.Errorf("A published %d lines, B %d: want each its 4 calls", sa.Learning.Published, sb.Learning.Published)
 	}
+	// A and B leave (cleanly: C's fences do not wait for them), and C
+	// starts after.
+	a.stop(t)
+	b.stop(t)
 
 	c := startReplicaProc(t, learnerConfig(backend, hub.URL(), "pl"))
 	if !strings.Contains(c.logText(), `msg="fleet pool loaded"`) {
