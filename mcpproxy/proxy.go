@@ -313,6 +313,11 @@ func (p *Proxy) Handler() http.Handler {
 	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.server },
 		&mcp.StreamableHTTPOptions{Logger: discardLogger, SessionTimeout: p.opts.SessionTimeout,
 			MaxRequestBodyBytes: p.opts.MaxBodyBytes})
+	// serveRun answers most 2026-07-28 requests before this handler
+	// sees them: its checks (runHTTPOK, readRunRequest) mirror what the
+	// handler does with these options (no CrossOriginProtection, DNS
+	// rebinding protection on); an option added here must be honoured
+	// there too.
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.runs },
 		&mcp.StreamableHTTPOptions{Logger: discardLogger, Stateless: true, MaxRequestBodyBytes: p.opts.MaxBodyBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
