@@ -4,9 +4,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -78,34 +76,4 @@ func TestSharedTraces(t *testing.T) {
 			t.Errorf("merged exact_at_3 %.3f below patterns alone %.3f", r.Merged.Ahead.ExactAt3, r.Patterns.Ahead.ExactAt3)
 		}
 	})
-}
-
-// TestMineTime mines the convo model of both shared -conv files and logs
-// the wall and CPU time (issue 10: ≤ 20 s on 2 cores).
-func TestMineTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	var all []trace.Session
-	for _, name := range []string{"tau2-airline-retail-train-conv", "minisweagent-train-conv"} {
-		path := sharedDir + name + ".jsonl.gz"
-		if _, err := os.Stat(path); err != nil {
-			t.Skipf("shared traces not here: %v", err)
-		}
-		s, err := trace.Collect(trace.NewReader(nil).Events(path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, s...)
-	}
-	var r0, r1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
-	t0 := time.Now()
-	if _, err := Mine(all, nil); err != nil {
-		t.Fatal(err)
-	}
-	wall := time.Since(t0)
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
-	t.Logf("mined %d sessions: wall %.1fs, cpu %.1fs", len(all), wall.Seconds(), cpu.Seconds())
 }
