@@ -34,8 +34,12 @@ type session struct {
 	resources map[string]*upstream // resource URI → upstream
 	inflight  []*downReq           // downstream requests being served, oldest first
 	hubMeta   mcp.Meta             // the agent's identity and capabilities, for calls on hubs (requestMeta)
-	listeners []*listener          // open subscriptions/listen streams (listen.go)
-	watches   map[string]*watch    // resource URI → the listens' subscription upstream
+	// listeners are the open subscriptions/listen streams (listen.go),
+	// each a request in flight: at most what the front admits
+	// (max_connections over HTTP, one connection over stdio); watches
+	// holds one entry per URI they subscribe to.
+	listeners []*listener
+	watches   map[string]*watch // resource URI → the listens' subscription upstream
 }
 
 // downReq is a downstream request in flight. Its context carries the
