@@ -44,10 +44,17 @@ func TestMaxSessions(t *testing.T) {
 		return ids
 	}
 
-	r1, r2, r3 := run("r1"), run("r2"), run("r3")
-	call(t, r1, "write", map[string]any{"name": "c.txt", "text": "r1's"})
+	// Each step a second apart: a tie in use would let either run give
+	// way (the map's order), as 1 run in 4 under -race found.
+	r1 := run("r1")
 	r.clock.Add(time.Second)
-	call(t, r2, "list", map[string]any{})
+	r2 := run("r2")
+	r.clock.Add(time.Second)
+	r3 := run("r3") // r1 gives way
+	r.clock.Add(time.Second)
+	call(t, r1, "write", map[string]any{"name": "c.txt", "text": "r1's"}) // r2 gives way
+	r.clock.Add(time.Second)
+	call(t, r2, "list", map[string]any{}) // r3 gives way
 	r.clock.Add(time.Second)
 	if got := held(); !slices.Equal(got, []string{"r1", "r2"}) {
 		t.Fatalf("sessions %q, want [r1 r2]", got)
