@@ -102,8 +102,12 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 			}
 			sum := ws[si*nt : si*nt+nt]
 			for _, w := range set {
-				for i, x := range W[int(w)*nt : int(w)*nt+nt] {
-					sum[i] += x
+				// Resliced to sum's length: no bounds check per step
+				// (the hottest loop of mining the conversation).
+				row := W[int(w)*nt : int(w)*nt+nt]
+				row = row[:len(sum)]
+				for i := range sum {
+					sum[i] += row[i]
 				}
 			}
 		}
@@ -134,6 +138,7 @@ func fitToolWords(m *Model, c *compiled, sets [][]int32, samples []choiceSample)
 			gr := gs[si*nt : si*nt+nt]
 			for _, w := range set {
 				row := g[int(w)*nt : int(w)*nt+nt]
+				row = row[:len(gr)]
 				for i, d := range gr {
 					row[i] += d
 				}
