@@ -208,6 +208,7 @@ type worker struct {
 	c    *pattern.Compiler
 	pays []pattern.Payload // per event of the miner
 	vals valueCache
+	h    mineHistory // the History of the occurrence being evaluated
 }
 
 // eachContext mines the patterns of every context on o.Workers workers

@@ -361,13 +361,23 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				}
 			}
 		}
-		// Which context element, if any, is each back offset.
-		ctxOf := make(map[int32]int, len(c.ids))
+		// Which context element, if any, is each back offset (each
+		// element is another event: the offsets differ; -1 for the
+		// session start, which no value comes from).
+		var backOf [pattern.MaxContextLimit + 1]int32
 		for j := range c.ids {
-			e := w.events[oc.emb[j]]
-			if e >= 0 {
-				ctxOf[int32(t)-e] = j
+			backOf[j] = -1
+			if e := w.events[oc.emb[j]]; e >= 0 {
+				backOf[j] = int32(t) - e
 			}
+		}
+		ctxOf := func(back int32) (int, bool) {
+			for j := range c.ids {
+				if backOf[j] == back {
+					return j, true
+				}
+			}
+			return 0, false
 		}
 		for k := range m.cands[t] {
 			rc := &m.cands[t][k]
@@ -384,7 +394,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 			// recent one share a key: the first found stands for both.
 			var keys [3]rawKey
 			n := 0
-			if j, ok := ctxOf[rc.back]; ok {
+			if j, ok := ctxOf(rc.back); ok {
 				keys[n] = rawKey{sig: -1, ctx: j, body: rc.body}
 				n++
 			}

@@ -81,7 +81,10 @@ func (m *worker) history(c minedContext, oc occurrence, pos []int) (*mineHistory
 	for j := range c.ids {
 		pos = append(pos, int(w.events[oc.emb[j]]))
 	}
-	return &mineHistory{m: m, target: t, sess: m.events[t].sess}, pos
+	// One History a worker, reused: one per occurrence was a good part of
+	// mining's garbage.
+	m.h = mineHistory{m: m, target: t, sess: m.events[t].sess}
+	return &m.h, pos
 }
 
 // validateArg counts, over all occurrences of the context, where the
