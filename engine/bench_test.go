@@ -40,6 +40,38 @@ func BenchmarkCallMiss(b *testing.B) {
 	}
 }
 
+// BenchmarkCallMissOwned is BenchmarkCallMiss with a context its
+// requester may cancel, as every HTTP and MCP front passes: the call is
+// then served on a goroutine of its own, so that the requester may leave
+// while it runs (orphan.go). Side by side with a context that cannot end,
+// served inline: the difference is what orphaning costs a call.
+func BenchmarkCallMissOwned(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"inline", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"owned", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			eng := engine.New(&engine.Options{
+				Backends: map[string]engine.Backend{"b": {Backend: instant}},
+				Policy:   readsPolicy(),
+			})
+			defer eng.Close()
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			args := json.RawMessage(`{"path": "a/b/c.txt", "limit": 100}`)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := eng.Call(ctx, "s", "read", args); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkCallReuse is the cost of an authoritative call served from a
 // completed speculative result. Results are prepared in batches with the
 // timer stopped, so it uses the b.N loop rather than b.Loop.

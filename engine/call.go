@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -80,6 +81,17 @@ func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.Raw
 		e.unlock()
 		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
 	}
+	if !own && len(s.orphans) > 0 {
+		// The same call, re-issued after its requester left (orphan.go).
+		if fl := e.adoptLocked(s, key, arrive); fl != nil {
+			fl.joined = true
+			s.inflight++
+			s.lastActive = arrive
+			e.busyLocked(s)
+			e.unlock()
+			return e.join(ctx, s, fl, arrive)
+		}
+	}
 	fenced := true
 	if fbackend, ok := e.fenceWantedLocked(s, key, rule); ok && !own {
 		// A speculative result other replicas' writes can reach: first
@@ -115,6 +127,10 @@ func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.Raw
 	// Without a result here, another replica's may serve it (shared.go).
 	remote := !own && en == nil && e.lookupWanted(bname, rule)
 	completion := e.st.disabled&ruleCompletion == 0
+	epoch, ttl := e.st.writes, time.Duration(0)
+	if rule.IsReadOnly() {
+		ttl = min(e.ttlLocked(rule), e.opts.AdoptWindow)
+	}
 	e.unlock()
 	announce := !rule.IsReadOnly() && e.opts.Fleet != nil && !e.perSession[bname]
 	if announce {
@@ -128,24 +144,32 @@ func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.Raw
 	call := &authCall{
 		e: e, s: s, tool: tool, key: key, args: canon, rule: rule, effect: ef,
 		backend: bname, seq: seq, step: step, think: think, thinkHeard: thinkHeard, arrive: arrive,
-		remote: remote,
+		remote: remote, own: own, epoch: epoch, ttl: ttl,
 	}
 	var span oteltrace.Span
 	if e.tracer != nil {
 		ctx, span = e.startCallSpan(ctx, call)
 	}
+	after := func(ctx context.Context, res Result, err error) {
+		if announce && completion {
+			// Again once it completed, as for this engine's own sessions
+			// (call.finish): what other replicas speculated while it ran
+			// may have read the old state. Done before the agent has the
+			// result, so that a call it makes next on any replica is
+			// fenced after it.
+			_ = e.opts.Fleet.Completed(ctx, bname, ef)
+		}
+		if span != nil {
+			endCallSpan(span, res, err)
+		}
+	}
+	if ctx.Done() != nil {
+		// Its requester may leave while it runs (orphan.go).
+		return e.serveOwned(ctx, call, b, en, after)
+	}
 	res, err := call.serve(ctx, b, en)
 	call.finish(res, err)
-	if announce && completion {
-		// Again once it completed, as for this engine's own sessions
-		// (call.finish): what other replicas speculated while it ran may
-		// have read the old state. Done before the agent has the result,
-		// so that a call it makes next on any replica is fenced after it.
-		_ = e.opts.Fleet.Completed(ctx, bname, ef)
-	}
-	if span != nil {
-		endCallSpan(span, res, err)
-	}
+	after(ctx, res, err)
 	return res, err
 }
 
@@ -167,6 +191,14 @@ type authCall struct {
 	thinkHeard bool
 	arrive     time.Time
 	remote     bool // may be served by another replica's result (shared.go)
+	own        bool // a Continue: never joined, nor joins
+	// epoch is state.writes when it arrived; ttl how long after it
+	// finished a read may be joined, if orphaned (orphan.go).
+	epoch uint64
+	ttl   time.Duration
+	// gate, when served on its own goroutine (serveOwned), says whether
+	// the execution started, or its requester left before (gated).
+	gate *atomic.Int32
 
 	toolTime time.Duration // how long the tool ran (speculatively or not)
 	executed bool          // ran authoritatively (its duration is a fresh sample)
@@ -192,6 +224,10 @@ func (c *authCall) execute(ctx context.Context, b backend.Backend) (Result, erro
 	var resp backend.Response
 	var err error
 	serr := c.e.sched.Do(ctx, c.backend, c.s.id, func(ctx context.Context) {
+		if !c.gated() {
+			err = context.Canceled // its requester left before it started
+			return
+		}
 		t0 := time.Now()
 		resp, err = b.Call(ctx, req)
 		c.toolTime = time.Since(t0)

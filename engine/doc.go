@@ -70,6 +70,8 @@
 //     handed to an authoritative call.
 //   - record.go: finish (account, record) and settle (the end of every
 //     speculative execution).
+//   - orphan.go: a call whose requester left while it ran runs on, and
+//     the same call re-issued in its session joins it (Source Joined).
 //   - speculate.go: the predictions after a result or a message (after.go)
 //     through policy, merge, budget and utility to the scheduler; the
 //     speculative run and its filed result.

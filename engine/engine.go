@@ -40,6 +40,7 @@ const (
 	// Promoted: a queued or running speculative execution became the
 	// authoritative one.
 	Promoted Source = "promoted"
+	// Joined is in orphan.go.
 )
 
 // Result is the outcome of an authoritative call.
@@ -221,6 +222,12 @@ type Options struct {
 	// SweepInterval is how often expired results and idle sessions are
 	// dropped; 0 means 1 s.
 	SweepInterval time.Duration
+	// AdoptWindow is how long after it finished the result of a call
+	// whose requester left while it ran may still be handed to the same
+	// call re-issued in its session (Source Joined, orphan.go); for a read,
+	// no longer than the tool's speculative results live. 0 means 10 s;
+	// negative: never joined (an orphan still runs to its end).
+	AdoptWindow time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -248,6 +255,9 @@ func (o Options) withDefaults() Options {
 	def(&o.DefaultDuration, 500*time.Millisecond)
 	def(&o.DefaultThink, 1800*time.Millisecond)
 	def(&o.SweepInterval, time.Second)
+	if o.AdoptWindow == 0 {
+		o.AdoptWindow = 10 * time.Second
+	}
 	if o.MaxSessionEntries <= 0 {
 		o.MaxSessionEntries = 64
 	}
@@ -293,6 +303,13 @@ type Engine struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// life ends when Close begins: it cuts the orphans (orphan.go), the
+	// calls whose requesters left while they ran, which Close then waits
+	// for in orphans.
+	life    context.Context
+	endLife context.CancelFunc
+	orphans sync.WaitGroup
 }
 
 // New returns a running Engine. The options are copied; nil means the
@@ -314,6 +331,7 @@ func New(o *Options) *Engine {
 		stop:       make(chan struct{}),
 		st:         newState(opts),
 	}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	limits := make(map[string]sched.Limits)
 	var unlisted []string
 	for name, b := range opts.Backends {
@@ -363,6 +381,9 @@ func (e *Engine) Close() {
 		e.removeLocked(en, OutcomeCancelled)
 	}
 	e.unlock()
+	// Calls whose requesters left are cut, then awaited: they record.
+	e.endLife()
+	e.orphans.Wait()
 	close(e.stop)
 	e.sched.Close()
 	e.wg.Wait()

@@ -96,6 +96,7 @@ func (e *Engine) invalidateLocked(s *session, bname string, ef policy.Effect) {
 	if ef.ReadOnly {
 		return
 	}
+	e.st.writes++ // no orphaned read that arrived before is joined (orphan.go)
 	var cands []*entry
 	if s != nil {
 		for _, en := range s.entries {

@@ -46,7 +46,7 @@ func (e *Engine) resizeLocked(s *session) {
 	if s.gone {
 		return
 	}
-	n := int64(sessionOverhead) + s.msgBytes + int64(len(s.msgs))*eventOverhead + s.servedBytes + s.predBytes + s.aliasBytes
+	n := int64(sessionOverhead) + s.msgBytes + int64(len(s.msgs))*eventOverhead + s.servedBytes + s.predBytes + s.aliasBytes + s.orphanBytes
 	e.st.sessBytes += n - s.own
 	s.own = n
 }

@@ -102,6 +102,14 @@ func (c *authCall) fromSpeculation(ctx context.Context, en *entry) (Result, bool
 	}
 	e.unlock()
 
+	if !c.gated() {
+		// Its requester left before it was promoted (orphan.go).
+		en.job.Cancel()
+		e.lock()
+		e.settleLocked(en, OutcomeCancelled)
+		e.unlock()
+		return Result{}, false, fmt.Errorf("calling %s: %w", c.tool, context.Canceled)
+	}
 	if !en.job.Promote(c.s.id) && en.job.State() != sched.Finished {
 		// Preempted, cancelled or dropped: it brings nothing, and a
 		// cancelled run may take the backend a while to return. Waiting

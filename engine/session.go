@@ -48,8 +48,9 @@ type session struct {
 	bytes  int64 // its entries' size
 	// own is what the session holds beside its entries, as counted in
 	// Engine.sessBytes: its overhead, msgs, served (servedBytes), the
-	// names folded into it (aliasBytes) and the predictor's state for it
-	// (predBytes, as last measured).
+	// names folded into it (aliasBytes), its orphans' results
+	// (orphanBytes) and the predictor's state for it (predBytes, as last
+	// measured).
 	own, servedBytes, predBytes int64
 	idleAt                      int           // position in Engine.idle, -1 if not there
 	msgs                        []trace.Event // the window of recent conversation (Message)
@@ -71,6 +72,11 @@ type session struct {
 	after     []afterWork
 	afterRun  bool
 	afterDone chan struct{}
+	// orphans are the session's calls whose requesters left while they
+	// ran, that a re-issued call may join (orphan.go): at most maxOrphans,
+	// oldest first; orphanBytes is what the finished ones hold, part of own.
+	orphans     []*flight
+	orphanBytes int64
 }
 
 // beginLocked accounts for an arriving call and returns the agent's think

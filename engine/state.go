@@ -43,8 +43,11 @@ type state struct {
 	idle      sessionHeap // sessions without a call in flight, least recent first
 	totals    Totals
 	tokens    float64 // speculative executions that may start (Amplification)
-	quiet     bool    // Quiesce was called: no new speculation
-	closed    bool
+	// writes counts the writes applied (invalidateLocked): an orphaned
+	// read is joined only if none came since it arrived (orphan.go).
+	writes uint64
+	quiet  bool // Quiesce was called: no new speculation
+	closed bool
 
 	// folded maps the names Join folded away to their fold (in folds,
 	// oldest first): the session each stands for now (link.go).

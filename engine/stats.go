@@ -38,6 +38,7 @@ func (w *ewma) value(def time.Duration) time.Duration {
 type toolStats struct {
 	dur, think                        ewma
 	calls, executed, reused, promoted int64
+	joined                            int64
 	specStarted, wasted               int64
 	saved, wastedTime                 time.Duration
 	// cal is what each origin's guesses of the tool were worth, by the
@@ -54,6 +55,8 @@ func (ts *toolStats) count(src Source) {
 		ts.reused++
 	case Promoted:
 		ts.promoted++
+	case Joined:
+		ts.joined++
 	}
 }
 
@@ -81,7 +84,11 @@ func (e *Engine) toolLocked(tool string) *toolStats {
 // Totals counts what the engine did since it started.
 type Totals struct {
 	// Calls is the number of authoritative calls served, split by source.
-	Calls, Executed, Reused, Promoted int64
+	Calls, Executed, Reused, Promoted, Joined int64
+	// Orphaned counts the calls whose requesters left while they ran
+	// (a broken stream, a cancelled request): they ran to the end, for a
+	// re-issued call to join (orphan.go).
+	Orphaned int64
 	// SpecStarted counts speculative executions started (dry runs
 	// included); Warmups counts warm-ups requested; Declined counts
 	// predictions not run for want of amplification budget.
@@ -108,15 +115,17 @@ func (t *Totals) count(src Source, saved time.Duration) {
 		t.Reused++
 	case Promoted:
 		t.Promoted++
+	case Joined:
+		t.Joined++
 	}
 	t.Saved += saved
 }
 
 // ToolStats summarises one tool.
 type ToolStats struct {
-	Calls, Executed, Reused, Promoted int64
-	SpecStarted, Wasted               int64
-	Saved, WastedTime                 time.Duration
+	Calls, Executed, Reused, Promoted, Joined int64
+	SpecStarted, Wasted                       int64
+	Saved, WastedTime                         time.Duration
 	// MeanDuration and MeanThink are the learned expectations (EWMA) of
 	// the tool's duration and of the think time before calls to it.
 	MeanDuration, MeanThink time.Duration
@@ -160,7 +169,7 @@ func (e *Engine) Stats() Stats {
 	}
 	for name, ts := range e.st.tools {
 		st.Tools[name] = ToolStats{
-			Calls: ts.calls, Executed: ts.executed, Reused: ts.reused, Promoted: ts.promoted,
+			Calls: ts.calls, Executed: ts.executed, Reused: ts.reused, Promoted: ts.promoted, Joined: ts.joined,
 			SpecStarted: ts.specStarted, Wasted: ts.wasted, Saved: ts.saved, WastedTime: ts.wastedTime,
 			MeanDuration: ts.dur.value(e.opts.DefaultDuration),
 			MeanThink:    ts.think.value(e.opts.DefaultThink),

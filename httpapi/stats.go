@@ -17,10 +17,15 @@ import (
 // running server, or computed from recorded traces by StatsFromTraces).
 // Durations are milliseconds, with fractions.
 type Stats struct {
-	Calls              int64            `json:"calls"`
-	Executed           int64            `json:"executed"`
-	Reused             int64            `json:"reused"`
-	Promoted           int64            `json:"promoted"`
+	Calls    int64 `json:"calls"`
+	Executed int64 `json:"executed"`
+	Reused   int64 `json:"reused"`
+	Promoted int64 `json:"promoted"`
+	// Joined counts calls re-issued after their requester left while they
+	// ran (a broken stream) and served from that run; Orphaned the calls
+	// whose requesters left while they ran.
+	Joined             int64            `json:"joined,omitempty"`
+	Orphaned           int64            `json:"orphaned,omitempty"`
 	SpeculativeStarted int64            `json:"speculative_started"`
 	Warmups            int64            `json:"warmups"`
 	Outcomes           map[string]int64 `json:"outcomes"`
@@ -148,6 +153,7 @@ type ToolStats struct {
 	Executed           int64   `json:"executed"`
 	Reused             int64   `json:"reused"`
 	Promoted           int64   `json:"promoted"`
+	Joined             int64   `json:"joined,omitempty"`
 	SpeculativeStarted int64   `json:"speculative_started"`
 	Wasted             int64   `json:"wasted"`
 	SavedMS            float64 `json:"saved_ms"`
@@ -165,6 +171,8 @@ func NewStats(st engine.Stats) Stats {
 		Executed:           st.Executed,
 		Reused:             st.Reused,
 		Promoted:           st.Promoted,
+		Joined:             st.Joined,
+		Orphaned:           st.Orphaned,
 		SpeculativeStarted: st.SpecStarted,
 		Warmups:            st.Warmups,
 		Outcomes:           make(map[string]int64, len(st.Outcomes)),
@@ -192,6 +200,7 @@ func NewStats(st engine.Stats) Stats {
 			Executed:           t.Executed,
 			Reused:             t.Reused,
 			Promoted:           t.Promoted,
+			Joined:             t.Joined,
 			SpeculativeStarted: t.SpecStarted,
 			Wasted:             t.Wasted,
 			SavedMS:            ms(t.Saved),

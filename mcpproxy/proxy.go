@@ -318,8 +318,14 @@ func (p *Proxy) Handler() http.Handler {
 	// handler does with these options (no CrossOriginProtection, DNS
 	// rebinding protection on); an option added here must be honoured
 	// there too.
+	// A 2026-07-28 request's POST is its whole life: when its connection
+	// breaks, its handler is told (PropagateRequestCancellation), so that
+	// the engine drops the call if it has not started and orphans it if it
+	// has, for the client's re-issue to join (engine/orphan.go). Without
+	// it, the call would look live to the end and the re-issue run twice.
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return p.runs },
-		&mcp.StreamableHTTPOptions{Logger: discardLogger, Stateless: true, MaxRequestBodyBytes: p.opts.MaxBodyBytes})
+		&mcp.StreamableHTTPOptions{Logger: discardLogger, Stateless: true, MaxRequestBodyBytes: p.opts.MaxBodyBytes,
+			PropagateRequestCancellation: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if newEraHTTP(r) {
 			if p.serveRun(w, r) {

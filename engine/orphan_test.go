@@ -1,0 +1,292 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/engine"
+	"github.com/ahead-dev/ahead/policy"
+	"github.com/ahead-dev/ahead/sched"
+)
+
+// counted is a backend whose every call takes a second (cut short by its
+// context) and answers which run of its tool it was.
+type counted struct {
+	mu   sync.Mutex
+	runs map[string]int
+	cut  int // runs whose context ended before they did
+}
+
+func (c *counted) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
+	c.mu.Lock()
+	if c.runs == nil {
+		c.runs = make(map[string]int)
+	}
+	c.runs[req.Tool]++
+	n := c.runs[req.Tool]
+	c.mu.Unlock()
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		c.mu.Lock()
+		c.cut++
+		c.mu.Unlock()
+		return backend.Response{}, ctx.Err()
+	}
+	return backend.Response{Output: fmt.Sprintf("%s run %d", req.Tool, n)}, nil
+}
+
+func (c *counted) ran(tool string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[tool]
+}
+
+func orphanPolicy() *policy.Policy {
+	return &policy.Policy{Tools: map[string]policy.Tool{
+		"read":  {Reads: policy.Refs("path")},
+		"write": {Writes: policy.Refs("path")},
+	}}
+}
+
+var argsA = json.RawMessage(`{"path":"a"}`)
+
+// leave starts a call of tool in session whose requester leaves after
+// 300 ms, while it runs, and checks that the call returned the requester's
+// context error.
+func leave(t *testing.T, eng *engine.Engine, session, tool string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := eng.Call(ctx, session, tool, argsA)
+		errc <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("call whose requester left: err = %v, want context.Canceled", err)
+	}
+}
+
+// TestOrphanJoined (issue 26 item 4): a call whose requester left while it
+// ran (a broken stream) keeps running, and the same call re-issued in its
+// session gets its result instead of running again, reads and writes
+// alike, while it runs and shortly after it finished.
+func TestOrphanJoined(t *testing.T) {
+	for _, tool := range []string{"read", "write"} {
+		for _, tc := range []struct {
+			name  string
+			after time.Duration // from the first call's start to the re-issue
+			saved time.Duration
+			took  time.Duration // how long the re-issued call waited
+		}{
+			{"while it runs", 300 * time.Millisecond, 300 * time.Millisecond, 700 * time.Millisecond},
+			{"after it finished", 1500 * time.Millisecond, time.Second, 0},
+		} {
+			t.Run(tool+" "+tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := &counted{}
+					eng := engine.New(&engine.Options{
+						Backends: map[string]engine.Backend{"b": {Backend: b}},
+						Policy:   orphanPolicy(),
+					})
+					defer eng.Close()
+					leave(t, eng, "s1", tool)
+					time.Sleep(tc.after - 300*time.Millisecond)
+					t0 := time.Now()
+					res, err := eng.Call(t.Context(), "s1", tool, argsA)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Source != engine.Joined || res.Output != tool+" run 1" {
+						t.Errorf("re-issued call: %s %q, want joined %q", res.Source, res.Output, tool+" run 1")
+					}
+					if n := b.ran(tool); n != 1 {
+						t.Errorf("the backend ran %s %d times, want once", tool, n)
+					}
+					if res.Saved != tc.saved {
+						t.Errorf("saved %v, want %v", res.Saved, tc.saved)
+					}
+					if took := time.Since(t0); took != tc.took {
+						t.Errorf("the re-issued call waited %v, want %v", took, tc.took)
+					}
+					st := eng.Stats()
+					if st.Orphaned != 1 || st.Joined != 1 || st.Executed != 1 || st.Calls != 2 || st.Tools[tool].Joined != 1 {
+						t.Errorf("stats: orphaned %d, joined %d (tool %d), executed %d, calls %d; want 1, 1 (1), 1, 2",
+							st.Orphaned, st.Joined, st.Tools[tool].Joined, st.Executed, st.Calls)
+					}
+					// Joined once: a third identical call is a call of its own.
+					res, err = eng.Call(t.Context(), "s1", tool, argsA)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Source != engine.Executed || b.ran(tool) != 2 {
+						t.Errorf("third call: %s after %d runs, want executed after 2", res.Source, b.ran(tool))
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestOrphanNotJoined: what is not joined runs again. Two identical calls
+// of a live requester are two calls; another session's call is its own; a
+// re-issue after the adoption window, or (for a read) after a write, runs
+// again; so does a Continue.
+func TestOrphanNotJoined(t *testing.T) {
+	t.Run("live twin", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := &counted{}
+			eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: b}}, Policy: orphanPolicy()})
+			defer eng.Close()
+			var wg sync.WaitGroup
+			srcs := make([]engine.Source, 2)
+			for i := range srcs {
+				wg.Go(func() {
+					res, err := eng.Call(t.Context(), "s1", "write", argsA)
+					if err != nil {
+						t.Error(err)
+					}
+					srcs[i] = res.Source
+				})
+			}
+			wg.Wait()
+			if b.ran("write") != 2 || srcs[0] != engine.Executed || srcs[1] != engine.Executed {
+				t.Errorf("two live twins: ran %d times, sources %v; want 2, both executed", b.ran("write"), srcs)
+			}
+		})
+	})
+	for _, tc := range []struct {
+		name    string
+		tool    string
+		between func(eng *engine.Engine)
+		session string
+		window  time.Duration
+		cont    bool
+	}{
+		{name: "window expired", tool: "write", between: func(*engine.Engine) { time.Sleep(11 * time.Second) }},
+		{name: "window set shorter", tool: "write", window: time.Second, between: func(*engine.Engine) { time.Sleep(2 * time.Second) }},
+		{name: "joining off", tool: "write", window: -1, between: func(*engine.Engine) {}},
+		{name: "read past its lifetime", tool: "read", between: func(*engine.Engine) { time.Sleep(10 * time.Second) }},
+		{name: "read after a write", tool: "read", between: func(eng *engine.Engine) {
+			if _, err := eng.Call(context.Background(), "s2", "write", json.RawMessage(`{"path":"z"}`)); err != nil {
+				panic(err)
+			}
+		}},
+		{name: "another session", tool: "write", session: "s2", between: func(*engine.Engine) {}},
+		{name: "a continued call", tool: "write", cont: true, between: func(*engine.Engine) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := &counted{}
+				eng := engine.New(&engine.Options{
+					Backends: map[string]engine.Backend{"b": {Backend: b}}, Policy: orphanPolicy(), AdoptWindow: tc.window,
+				})
+				defer eng.Close()
+				leave(t, eng, "s1", tc.tool)
+				tc.between(eng)
+				session := "s1"
+				if tc.session != "" {
+					session = tc.session
+				}
+				call := eng.Call
+				if tc.cont {
+					call = eng.Continue
+				}
+				res, err := call(t.Context(), session, tc.tool, argsA)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Source != engine.Executed || b.ran(tc.tool) != 2 {
+					t.Errorf("re-issued call: %s after %d runs, want executed after 2", res.Source, b.ran(tc.tool))
+				}
+			})
+		})
+	}
+}
+
+// TestOrphanHandedBack: a call that joined an orphan and left in turn
+// hands it back; the next re-issue joins it.
+func TestOrphanHandedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &counted{}
+		eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: b}}, Policy: orphanPolicy()})
+		defer eng.Close()
+		leave(t, eng, "s1", "write") // t = 300 ms
+		leave(t, eng, "s1", "write") // joins, leaves at 600 ms
+		res, err := eng.Call(t.Context(), "s1", "write", argsA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Source != engine.Joined || b.ran("write") != 1 {
+			t.Errorf("third attempt: %s after %d runs, want joined after 1", res.Source, b.ran("write"))
+		}
+		if st := eng.Stats(); st.Orphaned != 1 || st.Joined != 1 {
+			t.Errorf("orphaned %d, joined %d; want 1, 1", st.Orphaned, st.Joined)
+		}
+	})
+}
+
+// TestOrphanNotStarted: a call whose requester leaves while it waits for a
+// slot is dropped (nothing was sent), as before: no orphan, no run.
+func TestOrphanNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &counted{}
+		eng := engine.New(&engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: b, Limits: sched.Limits{Slots: 1}}},
+			Policy:   orphanPolicy(),
+		})
+		defer eng.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := eng.Call(t.Context(), "s1", "read", argsA); err != nil {
+				t.Error(err)
+			}
+		})
+		synctest.Wait()
+		leave(t, eng, "s2", "write") // queued behind the read
+		wg.Wait()
+		synctest.Wait()
+		if n := b.ran("write"); n != 0 {
+			t.Errorf("the write whose requester left while queued ran %d times, want 0", n)
+		}
+		if st := eng.Stats(); st.Orphaned != 0 {
+			t.Errorf("orphaned %d, want 0", st.Orphaned)
+		}
+		res, err := eng.Call(t.Context(), "s2", "write", argsA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Source != engine.Executed {
+			t.Errorf("re-issued: %s, want executed", res.Source)
+		}
+	})
+}
+
+// TestCloseCutsOrphans: Close cuts the orphans and waits for them.
+func TestCloseCutsOrphans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &counted{}
+		eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: b}}, Policy: orphanPolicy()})
+		leave(t, eng, "s1", "write")
+		t0 := time.Now()
+		eng.Close()
+		if d := time.Since(t0); d != 0 {
+			t.Errorf("Close took %v, want no wait for the orphan's second", d)
+		}
+		b.mu.Lock()
+		cut := b.cut
+		b.mu.Unlock()
+		if cut != 1 {
+			t.Errorf("%d runs cut, want the orphan's", cut)
+		}
+	})
+}
