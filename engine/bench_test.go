@@ -40,18 +40,20 @@ func BenchmarkCallMiss(b *testing.B) {
 	}
 }
 
-// BenchmarkCallMissOwned is BenchmarkCallMiss with a context its
-// requester may cancel, as every HTTP and MCP front passes: the call is
-// then served on a goroutine of its own, so that the requester may leave
-// while it runs (orphan.go). Side by side with a context that cannot end,
-// served inline: the difference is what orphaning costs a call.
+// BenchmarkCallMissOwned is BenchmarkCallMiss with a context marked
+// KeepRunning, as the HTTP API and 2026-07-28 requests to /mcp pass: the
+// call is then served on a goroutine of its own, so that the requester may
+// leave while it runs (orphan.go). Side by side with a call served inline:
+// the difference is what orphaning costs a call.
 func BenchmarkCallMissOwned(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)
 	}{
 		{"inline", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
-		{"owned", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+		{"owned", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(engine.KeepRunning(context.Background()))
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			eng := engine.New(&engine.Options{

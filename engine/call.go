@@ -163,7 +163,7 @@ func (e *Engine) call(ctx context.Context, sessionID, tool string, args json.Raw
 			endCallSpan(span, res, err)
 		}
 	}
-	if ctx.Done() != nil {
+	if keepsRunning(ctx) {
 		// Its requester may leave while it runs (orphan.go).
 		return e.serveOwned(ctx, call, b, en, after)
 	}

@@ -14,10 +14,15 @@ import (
 // Orphans and joined calls (issue 26 item 4). MCP 2026-07-28 has no
 // resumable streams: a client whose response stream breaks while a call
 // runs sends the same request again. Ahead cannot unsend what it already
-// forwarded (a write may have taken effect), and cannot tell a broken
-// stream from a request the agent gave up on: over HTTP both are just the
-// request's context ending. So an authoritative execution that has started
-// is not cut when its requester leaves: it is orphaned. Call returns
+// forwarded (a write may have taken effect), and a front whose requests
+// end only when their requester can no longer be answered (an HTTP request
+// whose connection broke: the HTTP API, a 2026-07-28 request to /mcp)
+// cannot tell a broken stream from a request the agent gave up on. Such a
+// front marks its calls' contexts with KeepRunning, and an authoritative
+// execution of a marked call that has started is not cut when its
+// requester leaves: it is orphaned. (A call whose requester can cancel it
+// explicitly, an MCP notifications/cancelled of the older revisions or
+// over stdio, is not marked: it is cut, as its agent asked.) Call returns
 // ctx.Err() at once (cancellation still preempts the caller), and the
 // execution runs on, owned by the engine (Close cancels and waits for it),
 // and is recorded as any execution. A later call of the same session with
@@ -36,10 +41,29 @@ import (
 // for a slot, waiting for a fleet's result) is dropped, as before: nothing
 // was sent.
 //
+// Over older MCP revisions the Go SDK keeps a call whose stream broke
+// running (answered to no one): the engine does not see it leave, and the
+// client's re-issue is a second call.
+//
 // Bounds: at most maxOrphans orphans per session (beyond, the oldest
 // can no longer be joined); a finished orphan's result is counted in the
 // session's memory (Options.MaxBytes) until it is joined, expires (looked
 // at on the session's next call) or the session goes.
+
+type keepRunningKey struct{}
+
+// KeepRunning returns ctx marked so that a call made with it keeps running
+// if ctx ends after the call's backend has it (its requester left: a
+// broken stream), for the same call re-issued in its session to join (see
+// Joined). Unmarked, a call is cut when its ctx ends.
+func KeepRunning(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepRunningKey{}, true)
+}
+
+// keepsRunning reports whether a call made with ctx may be orphaned.
+func keepsRunning(ctx context.Context) bool {
+	return ctx.Done() != nil && ctx.Value(keepRunningKey{}) != nil
+}
 
 // Joined: the call had been made before in its session by a requester that
 // left while it ran (a broken stream re-issued); its result was handed over

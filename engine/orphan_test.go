@@ -63,7 +63,7 @@ var argsA = json.RawMessage(`{"path":"a"}`)
 // context error.
 func leave(t *testing.T, eng *engine.Engine, session, tool string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(engine.KeepRunning(t.Context()))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := eng.Call(ctx, session, tool, argsA)
@@ -287,6 +287,42 @@ func TestCloseCutsOrphans(t *testing.T) {
 		b.mu.Unlock()
 		if cut != 1 {
 			t.Errorf("%d runs cut, want the orphan's", cut)
+		}
+	})
+}
+
+// TestUnmarkedCallCut: a call whose context is not marked KeepRunning (its
+// agent can cancel it explicitly) is cut when its requester leaves, as
+// before: its backend sees the cancellation, nothing is orphaned, and the
+// same call made again executes.
+func TestUnmarkedCallCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &counted{}
+		eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: b}}, Policy: orphanPolicy()})
+		defer eng.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := eng.Call(ctx, "s1", "write", argsA)
+			errc <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		b.mu.Lock()
+		cut := b.cut
+		b.mu.Unlock()
+		if cut != 1 || eng.Stats().Orphaned != 0 {
+			t.Errorf("%d runs cut, %d orphaned; want 1, 0", cut, eng.Stats().Orphaned)
+		}
+		res, err := eng.Call(t.Context(), "s1", "write", argsA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Source != engine.Executed || b.ran("write") != 2 {
+			t.Errorf("made again: %s after %d runs, want executed after 2", res.Source, b.ran("write"))
 		}
 	})
 }

@@ -256,7 +256,10 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	res, err := h.eng.Call(r.Context(), session, req.Tool, req.Args)
+	// A request ends early only when its client went away (a broken
+	// connection): a call already sent runs on, for the same call posted
+	// again to join (engine/orphan.go).
+	res, err := h.eng.Call(engine.KeepRunning(r.Context()), session, req.Tool, req.Args)
 	if err != nil {
 		if qf, ok := errors.AsType[*sched.QueueFullError](err); ok {
 			// The backend's queue is full (its slots are set and busy):

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/backend"
+	"github.com/ahead-dev/ahead/engine"
 )
 
 // proxied are the methods the proxy serves itself (from the session's
@@ -82,6 +83,13 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 	case "tools/list":
 		return s.listTools(ctx)
 	case "tools/call":
+		if e := req.GetExtra(); isNewEra(req) && e != nil && e.Header != nil {
+			// A 2026-07-28 request over HTTP ends only when its stream
+			// breaks (its POST is its whole life): the call runs on, for
+			// the client's re-issue to join (engine/orphan.go). Older
+			// revisions and stdio cancel a call explicitly: it is cut.
+			ctx = engine.KeepRunning(ctx)
+		}
 		return s.callTool(ctx, req.GetParams().(*mcp.CallToolParamsRaw))
 	case "prompts/list":
 		return s.listPrompts(ctx)

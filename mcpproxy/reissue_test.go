@@ -30,13 +30,14 @@ type charge struct {
 	started chan struct{} // one value per run that started
 	release chan struct{} // closed (let) to let every run finish
 	once    sync.Once
+	cut     chan struct{} // one value per run cancelled before release
 }
 
 // let lets every run finish, now and from now on.
 func (c *charge) let() { c.once.Do(func() { close(c.release) }) }
 
 func newCharge() *charge {
-	return &charge{started: make(chan struct{}, 8), release: make(chan struct{})}
+	return &charge{started: make(chan struct{}, 8), release: make(chan struct{}), cut: make(chan struct{}, 8)}
 }
 
 func (c *charge) transport() (mcp.Transport, error) {
@@ -48,7 +49,12 @@ func (c *charge) transport() (mcp.Transport, error) {
 		}) (*mcp.CallToolResult, any, error) {
 			n := c.runs.Add(1)
 			c.started <- struct{}{}
-			<-c.release // a write sent cannot be unsent: it finishes
+			select {
+			case <-c.release:
+			case <-ctx.Done(): // ahead cut the call: its agent cancelled it
+				c.cut <- struct{}{}
+				return nil, nil, ctx.Err()
+			}
 			return nil, map[string]any{"charged": a.Amount, "run": n}, nil
 		})
 	ct, st := mcp.NewInMemoryTransports()
@@ -208,57 +214,51 @@ func TestReissueNewEra(t *testing.T) {
 	}
 }
 
-// TestReissueOldEra: the same over a 2025-11-25 session (Mcp-Session-Id):
-// the agent gives up on its call (the SDK cancels it) and calls again in
-// the same session; the upstream runs it once. A call of another run is
-// its own.
+// TestReissueOldEra: over a 2025-11-25 session (Mcp-Session-Id), a call
+// ends early only when the agent cancels it (notifications/cancelled; the
+// SDK keeps a call whose stream broke running, answered to no one): the
+// cancellation reaches the upstream, which stops, as without ahead, and
+// the same call made again is a call of its own.
 func TestReissueOldEra(t *testing.T) {
-	up, front, eng, orphaned := reissueRig(t)
+	up, front, eng, _ := reissueRig(t)
 	cs := newEraClient(t, front.URL, agentProtocol, nil)
-	other := newEraClient(t, front.URL, agentProtocol, nil)
 
-	ctx, cut := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 42}})
 		first <- err
 	}()
 	<-up.started
-	cut()
+	cancel()
 	if err := <-first; err == nil {
-		t.Fatal("the abandoned call got a result")
+		t.Fatal("the cancelled call got a result")
 	}
-	awaitOrphan(t, orphaned)
+	select {
+	case <-up.cut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent's cancellation never reached the upstream")
+	}
 
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	again, fresh := make(chan answer, 1), make(chan answer, 1)
+	again := make(chan error, 1)
+	var res *mcp.CallToolResult
 	go func() {
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 42}})
-		again <- answer{res, err}
+		var err error
+		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 42}})
+		again <- err
 	}()
-	go func() {
-		res, err := other.CallTool(t.Context(), &mcp.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 42}})
-		fresh <- answer{res, err}
-	}()
-	<-up.started // the other run's call runs; the re-issue does not
+	<-up.started // it runs again: the agent asked for it twice
 	up.let()
-	a, b := <-again, <-fresh
-	if a.err != nil || b.err != nil {
-		t.Fatal(a.err, b.err)
+	if err := <-again; err != nil {
+		t.Fatal(err)
 	}
-	if src := sourceOf(a.res); src != string(engine.Joined) {
-		t.Errorf("re-issued call: source %s, want joined", src)
-	}
-	if src := sourceOf(b.res); src != string(engine.Executed) {
-		t.Errorf("another run's call: source %s, want executed", src)
+	if src := sourceOf(res); src != string(engine.Executed) {
+		t.Errorf("the call made again: source %s, want executed", src)
 	}
 	if n := up.runs.Load(); n != 2 {
-		t.Errorf("the upstream charged %d times, want twice (once per run)", n)
+		t.Errorf("the upstream ran charge %d times, want twice", n)
 	}
-	if st := eng.Stats(); st.Orphaned != 1 || st.Joined != 1 {
-		t.Errorf("orphaned %d, joined %d; want 1, 1", st.Orphaned, st.Joined)
+	if st := eng.Stats(); st.Orphaned != 0 || st.Joined != 0 {
+		t.Errorf("orphaned %d, joined %d; want none", st.Orphaned, st.Joined)
 	}
 }
