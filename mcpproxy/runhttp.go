@@ -93,11 +93,12 @@ func (p *Proxy) serveRun(w http.ResponseWriter, r *http.Request) bool {
 		restore()
 		return false
 	}
-	// The SDK's handler does not cancel a new-era call when its client
-	// goes away (PropagateRequestCancellation unset): the call runs on,
-	// and a client that re-issues it finds it in flight. The proxy's
-	// Close does cancel it.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	// The request's context ends when its client goes away (a broken
+	// stream) or the proxy closes, as the stateless handler's does
+	// (PropagateRequestCancellation): the engine then lets a call its
+	// upstream already has run on, for the client's re-issue to join
+	// (s.serve marks a tools/call KeepRunning; engine/orphan.go).
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
