@@ -45,8 +45,9 @@ import (
 // running (answered to no one): the engine does not see it leave, and the
 // client's re-issue is a second call.
 //
-// Bounds: at most maxOrphans orphans per session (beyond, the oldest
-// can no longer be joined); a finished orphan's result is counted in the
+// Bounds: at most maxRunningOrphans orphans running at once (beyond, a
+// call whose requester leaves is cut); at most maxOrphans per session that
+// may be joined (beyond, the oldest can no longer be); a finished orphan's result is counted in the
 // session's memory (Options.MaxBytes) until it is joined, expires (looked
 // at on the session's next call) or the session goes.
 
@@ -72,6 +73,14 @@ const Joined Source = "joined"
 
 // maxOrphans bounds a session's orphans that may be joined.
 const maxOrphans = 16
+
+// maxRunningOrphans bounds the orphans running at once, all sessions: a
+// call whose requester leaves beyond it is cut, as an unmarked call is, so
+// that clients that leave every call they make cannot pile up executions
+// (nor, in ahead serve, outputs read after their requests ended, which no
+// answer budget counts: at most this many, each within its backend's
+// max_response_bytes).
+const maxRunningOrphans = 16
 
 // orphanOverhead approximates a kept orphan's memory beside its output.
 const orphanOverhead = 512
@@ -134,8 +143,11 @@ func (e *Engine) serveOwned(ctx context.Context, call *authCall, b backend.Backe
 		e.lock()
 		fl.res, fl.err, fl.finished, fl.took = res, err, now, call.toolTime
 		orphaned := fl.orphaned
-		if orphaned && !fl.joined {
-			e.keepOrphanLocked(call.s, fl)
+		if orphaned {
+			e.st.orphansRunning--
+			if !fl.joined {
+				e.keepOrphanLocked(call.s, fl)
+			}
 		}
 		close(fl.done)
 		e.unlock()
@@ -155,9 +167,9 @@ func (e *Engine) serveOwned(ctx context.Context, call *authCall, b backend.Backe
 	case <-fl.done:
 		e.unlock()
 	default:
-		if call.gate.CompareAndSwap(gateWaiting, gateAbandoned) || e.st.closed {
-			// Nothing was sent (or the engine is closing): drop it, as
-			// before; it returns at once.
+		if call.gate.CompareAndSwap(gateWaiting, gateAbandoned) || e.st.closed || e.st.orphansRunning >= maxRunningOrphans {
+			// Nothing was sent, or the engine is closing, or too many
+			// run on already: cut it, as before; it returns at once.
 			e.unlock()
 			cancel()
 			<-fl.done
@@ -165,6 +177,7 @@ func (e *Engine) serveOwned(ctx context.Context, call *authCall, b backend.Backe
 			fl.orphaned = true
 			fl.stop = context.AfterFunc(e.life, cancel)
 			e.orphans.Add(1)
+			e.st.orphansRunning++
 			e.st.totals.Orphaned++
 			e.keepOrphanLocked(call.s, fl)
 			e.unlock()

@@ -326,3 +326,31 @@ func TestUnmarkedCallCut(t *testing.T) {
 		}
 	})
 }
+
+// TestOrphansBounded: at most 16 orphans run at once; a call whose
+// requester leaves beyond is cut, as an unmarked one.
+func TestOrphansBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &counted{}
+		eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: b}}, Policy: orphanPolicy()})
+		defer eng.Close()
+		ctx, cancel := context.WithCancel(engine.KeepRunning(t.Context()))
+		var wg sync.WaitGroup
+		for i := range 17 {
+			wg.Go(func() {
+				if _, err := eng.Call(ctx, fmt.Sprintf("s%d", i), "write", argsA); !errors.Is(err, context.Canceled) {
+					t.Errorf("err = %v, want context.Canceled", err)
+				}
+			})
+		}
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+		wg.Wait()
+		b.mu.Lock()
+		cut := b.cut
+		b.mu.Unlock()
+		if st := eng.Stats(); st.Orphaned != 16 || cut != 1 {
+			t.Errorf("orphaned %d, cut %d; want 16, 1", st.Orphaned, cut)
+		}
+	})
+}

@@ -46,8 +46,10 @@ type state struct {
 	// writes counts the writes applied (invalidateLocked): an orphaned
 	// read is joined only if none came since it arrived (orphan.go).
 	writes uint64
-	quiet  bool // Quiesce was called: no new speculation
-	closed bool
+	// orphansRunning counts the orphans still running (orphan.go).
+	orphansRunning int
+	quiet          bool // Quiesce was called: no new speculation
+	closed         bool
 
 	// folded maps the names Join folded away to their fold (in folds,
 	// oldest first): the session each stands for now (link.go).

@@ -97,6 +97,11 @@ type hold struct {
 	n    int64         // bytes counted
 	seq  uint64        // when it started reading; 0 before
 	wake chan struct{} // signalled when it becomes the oldest queued read
+	// ended: its request ended while its call's output was still being
+	// read (a call that runs on for a re-issue to join, engine/orphan.go,
+	// at most a few at once): what is read after is not counted, as no
+	// one would release it.
+	ended bool
 }
 
 var _ backend.Budget = (*hold)(nil)
@@ -109,12 +114,21 @@ func (a *answers) newHold() *hold { return &hold{a: a, wake: make(chan struct{},
 func (h *hold) Grow(ctx context.Context, n int64) error {
 	a := h.a
 	a.mu.Lock()
+	if h.ended {
+		a.mu.Unlock()
+		return nil
+	}
 	if h.seq == 0 {
 		a.seq++
 		h.seq = a.seq
 		a.holds[h] = struct{}{}
 	}
 	for {
+		if h.ended {
+			// Its request ended while it waited (see hold.ended).
+			a.mu.Unlock()
+			return nil
+		}
 		if a.fitsLocked(h, n) || (len(a.flights) == 0 && a.oldestReadLocked() == h) {
 			if _, ok := a.queued[h]; ok {
 				delete(a.queued, h)
@@ -277,6 +291,11 @@ func (h *hold) end() {
 
 func (h *hold) dropLocked() {
 	a := h.a
+	h.ended = true
+	select { // a read of it waiting for the budget stops counting
+	case h.wake <- struct{}{}:
+	default:
+	}
 	delete(a.holds, h)
 	h.leaveLocked()
 	if h.n > 0 {
