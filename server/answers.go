@@ -286,16 +286,16 @@ func (h *hold) end() {
 	a := h.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	h.dropLocked()
-}
-
-func (h *hold) dropLocked() {
-	a := h.a
 	h.ended = true
 	select { // a read of it waiting for the budget stops counting
 	case h.wake <- struct{}{}:
 	default:
 	}
+	h.dropLocked()
+}
+
+func (h *hold) dropLocked() {
+	a := h.a
 	delete(a.holds, h)
 	h.leaveLocked()
 	if h.n > 0 {

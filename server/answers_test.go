@@ -224,3 +224,32 @@ func TestOutputsWithinBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestHoldEnded: a hold whose request ended (a call that runs on after its
+// client left, engine/orphan.go) counts nothing more, and a read of it
+// waiting for the budget goes on uncounted: what it read would otherwise
+// stay counted for good, as nothing would release it.
+func TestHoldEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newAnswers(1 << 20)
+		full := a.newHold()
+		if err := full.Grow(t.Context(), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		h := a.newHold()
+		errc := make(chan error, 1)
+		go func() { errc <- h.Grow(t.Context(), 256<<10) }() // waits: the budget is full
+		synctest.Wait()
+		h.end()
+		if err := <-errc; err != nil {
+			t.Fatalf("a waiting read of an ended hold: %v", err)
+		}
+		if err := h.Grow(t.Context(), 512<<10); err != nil {
+			t.Fatal(err)
+		}
+		full.end()
+		if st := a.stats(); st.Bytes != 0 {
+			t.Errorf("%d bytes counted after both requests ended, want 0", st.Bytes)
+		}
+	})
+}
