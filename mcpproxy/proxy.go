@@ -317,7 +317,9 @@ func (p *Proxy) Handler() http.Handler {
 	// sees them: its checks (runHTTPOK, readRunRequest) mirror what the
 	// handler does with these options (no CrossOriginProtection, DNS
 	// rebinding protection on); an option added here must be honoured
-	// there too.
+	// there too (PropagateRequestCancellation: serveRun keeps the request's
+	// cancellation).
+	//
 	// A 2026-07-28 request's POST is its whole life: when its connection
 	// breaks, its handler is told (PropagateRequestCancellation), so that
 	// the engine drops the call if it has not started and orphans it if it
