@@ -9,6 +9,11 @@
 // mines them for the patterns the pool lacks, at every checkpoint (and,
 // for a replay, every RelearnEvery ended sessions).
 //
+// A Learner also fills the patterns' tool-only guess of a tool the
+// session already called with that call's arguments (repeat.go): agents
+// retry and loop, and a pool learnt elsewhere knows the tool before it
+// knows where its arguments come from.
+//
 // Memory: the calls kept for mining are bounded by MaxCalls and MaxBytes
 // (arguments, outputs, names and a per-call overhead), one session's by
 // MaxSessionBytes, the session in progress included; a live session's

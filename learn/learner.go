@@ -77,9 +77,12 @@ type Learner struct {
 	order []string // sessions in log, oldest first
 	live  map[string]bool
 	kept  map[string]int64 // keptSize of each session's log
-	calls int
-	bytes int64 // the sum of kept
-	dirty bool  // calls observed since the last Relearn
+	// repeats counts how often a tool called again in a session had the
+	// same arguments (repeat.go); at most maxRepeatTools tools.
+	repeats map[string]repeatStat
+	calls   int
+	bytes   int64 // the sum of kept
+	dirty   bool  // calls observed since the last Relearn
 	// What the pool's header says it was learnt from (see headerLocked).
 	base      pattern.Mined // the pool's header at start
 	seen      pattern.Mined // sessions and calls observed since (Sessions, Calls)
@@ -101,7 +104,7 @@ var _ interface {
 // NewLearner returns a Learner starting from pool (which may have no
 // patterns). opts may be nil.
 func NewLearner(pool *pattern.Pool, opts *LearnerOptions) (*Learner, error) {
-	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64), base: pool.Mined, fleetBase: pool}
+	l := &Learner{log: make(map[string][]trace.Event), live: make(map[string]bool), kept: make(map[string]int64), repeats: make(map[string]repeatStat), base: pool.Mined, fleetBase: pool}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -156,10 +159,11 @@ func (l *Learner) Hear(msg trace.Event) []predict.Prediction {
 // pool.
 func (l *Learner) Observe(ev trace.Event) []predict.Prediction {
 	l.mu.Lock()
+	l.countRepeatLocked(ev)
 	l.keep(ev)
 	o := l.cur.Load()
 	l.mu.Unlock()
-	return o.Observe(ev)
+	return l.fillRepeats(ev.Session, o.Observe(ev))
 }
 
 // keptOverhead approximates what a kept call costs beside its payloads
