@@ -31,7 +31,8 @@ import (
 // counts its call's output as the backend reads it; a read that would
 // bring the total over the budget waits (the tool's connection is not
 // read meanwhile, nothing is lost) until answers end, or cuts a write
-// whose client has taken nothing for silentGrace. When no answer is being
+// whose client has taken nothing for silentGrace while others took theirs
+// (stalledGrace when none did). When no answer is being
 // written, the oldest read goes on regardless, so reads alone cannot
 // deadlock: the total exceeds the budget by at most one output. When the
 // call's answer is written, the hold's bytes become the answer's.
@@ -83,6 +84,25 @@ type answers struct {
 	queued  map[*hold]struct{} // the holds waiting for bytes beyond smallRead
 	seq     uint64             // orders holds by their first read
 	changed chan struct{}      // closed when bytes are released, if a read waits
+	took    time.Time          // when a client last took a piece of its answer
+}
+
+// stalledGrace is how long a read waiting for bytes lets a write whose
+// client has taken nothing go on, when no other client took bytes
+// meanwhile either: then the whole machine may be starved (readers
+// descheduled, not slow), and a reader is cut only after five graces. A
+// client that took nothing for silentGrace while others took theirs is
+// slow, and gives way at once.
+const stalledGrace = 5 * silentGrace
+
+// graceLocked is how long f may still wait on its client before a read
+// waiting for bytes cuts it (0 or less: now).
+func (a *answers) graceLocked(f *flight) time.Duration {
+	grace := stalledGrace
+	if a.took.After(f.waiting) {
+		grace = silentGrace
+	}
+	return grace - time.Since(f.waiting)
 }
 
 func newAnswers(budget int64) *answers {
@@ -166,13 +186,19 @@ func (h *hold) Grow(ctx context.Context, n int64) error {
 			}
 		}
 		// A client that has taken nothing of its answer for silentGrace
-		// gives way; otherwise wait for bytes to be released, or for
-		// the slowest client to pass its grace.
+		// while others took theirs (or for stalledGrace) gives way;
+		// otherwise wait for bytes to be released, or for the slowest
+		// client to pass its grace.
 		slowest := a.slowestLocked(nil)
 		var retry <-chan time.Time
 		var t *time.Timer
 		if slowest != nil {
-			wait := silentGrace - time.Since(slowest.waiting)
+			wait := a.graceLocked(slowest)
+			if wait > 0 {
+				// Checked again from silentGrace on: another client
+				// taking bytes meanwhile shortens the grace.
+				wait = min(wait, max(silentGrace-time.Since(slowest.waiting), silentGrace/4))
+			}
 			if wait <= 0 {
 				a.cutLocked(slowest)
 				continue
@@ -332,16 +358,24 @@ func (a *answers) begin(n int64, rc *http.ResponseController, h *hold) *flight {
 	f := &flight{n: n, rc: rc, waiting: time.Now()}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// The bytes the request's output held were let in within the budget
+	// (its read waited for them): carried over, they cut no other answer;
+	// only what the answer adds to them may. (A read that went on because
+	// no answer was being written may have brought the total over it:
+	// cutting a reading client for that cut answers on a loaded machine.)
+	var carried int64
 	if h != nil {
+		carried = h.n
 		h.dropLocked()
 	}
 	a.flights[f] = struct{}{}
 	a.held += n
-	for a.held > a.budget {
+	for added := n - carried; added > 0 && a.held > a.budget; {
 		slowest := a.slowestLocked(f)
 		if slowest == nil {
 			break // alone: an answer larger than the budget still goes
 		}
+		added -= slowest.n
 		a.cutLocked(slowest)
 	}
 	return f
@@ -380,6 +414,7 @@ func (a *answers) next(f *flight, d time.Duration) bool {
 		return false
 	}
 	f.waiting = time.Now()
+	a.took = f.waiting
 	var dl time.Time
 	if d > 0 {
 		dl = f.waiting.Add(d)

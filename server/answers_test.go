@@ -102,7 +102,8 @@ func waitHeld(t *testing.T, a *answers, n int64) {
 // A read that would bring the total over it waits until bytes are
 // released; when no answer is being written, the oldest read goes on
 // (reads alone cannot deadlock); a write whose client has taken nothing
-// for silentGrace is cut for a waiting read; an answer takes over the
+// for silentGrace while others took theirs (stalledGrace when none did)
+// is cut for a waiting read; an answer takes over the
 // bytes its request's output held.
 func TestOutputsWithinBudget(t *testing.T) {
 	const k = 1 << 10
@@ -200,10 +201,40 @@ func TestOutputsWithinBudget(t *testing.T) {
 			if ready(waiting) {
 				t.Fatal("a read over the budget went on at once")
 			}
+			// No other client took bytes meanwhile: the machine may be
+			// starved, not the reader slow.
 			time.Sleep(silentGrace)
 			synctest.Wait()
+			if ready(waiting) || a.wasCut(f) {
+				t.Fatalf("after %v with no client taking bytes: read done %v, answer cut %v; want neither", silentGrace, ready(waiting), a.wasCut(f))
+			}
+			time.Sleep(stalledGrace - silentGrace)
+			synctest.Wait()
 			if !ready(waiting) || !a.wasCut(f) || a.cuts.Load() != 1 {
-				t.Errorf("after %v: read done %v, answer cut %v; want both", silentGrace, ready(waiting), a.wasCut(f))
+				t.Errorf("after %v: read done %v, answer cut %v; want both", stalledGrace, ready(waiting), a.wasCut(f))
+			}
+		})
+	})
+	// A loaded machine (a CI run at load 25) left reading clients without
+	// a turn for a second: cut, they lost their answers. A client is slow
+	// when others take their bytes while it takes none.
+	t.Run("a client slower than the others gives way", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAnswers(1000 * k)
+			rec := httptest.NewRecorder()
+			slow := a.begin(500*k, http.NewResponseController(rec), nil)
+			reading := a.begin(400*k, http.NewResponseController(rec), nil)
+			waiting := grow(a.newHold(), 200*k)
+			synctest.Wait()
+			time.Sleep(silentGrace / 2)
+			if !a.next(reading, 0) {
+				t.Fatal("the reading client's answer was cut")
+			}
+			time.Sleep(silentGrace / 2)
+			synctest.Wait()
+			if !ready(waiting) || !a.wasCut(slow) || a.wasCut(reading) {
+				t.Errorf("after %v, another client taking bytes meanwhile: read done %v, slow cut %v, reading cut %v; want the slow one cut",
+					silentGrace, ready(waiting), a.wasCut(slow), a.wasCut(reading))
 			}
 		})
 	})
