@@ -20,9 +20,11 @@ type LearnerOptions struct {
 	// Online configures the predictor serving the pool (not Frozen: a
 	// Learner learns).
 	Online pattern.OnlineOptions
-	// MaxCalls bounds the calls kept for mining; the oldest sessions'
-	// calls are dropped first, those of the session in progress too. 0
-	// means 20000.
+	// MaxCalls bounds the events kept for mining, calls and messages
+	// alike (a checkpoint of 20,000 holds fewer calls than that where
+	// the conversation is heard); the oldest sessions' events are
+	// dropped first, those of the session in progress too. 0 means
+	// 20000.
 	MaxCalls int
 	// MaxBytes bounds the memory of the calls kept for mining (arguments,
 	// outputs, tool and session names, and keptOverhead bytes a call),
