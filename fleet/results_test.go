@@ -41,35 +41,44 @@ func sharedDifferential(t *testing.T, mcpShaped bool) {
 		r.startAll(t)
 		return r
 	}
-	r := start(mutant{sharedGet: true})
 	// Fewer writes than the other tests (one step in 8, on 8 keys), so
 	// that enough results survive from their put to a read on another
 	// replica under -race too.
-	r.writeOneIn = 8
+	//
 	// How many results survive from their put to a read on another
 	// replica depends on the scheduling (35 to 101 of 450 sessions under
 	// -race on a loaded machine; 44 in four rounds of the MCP-shaped run
 	// at a load average of 31 on 2 cores): more sessions run, with other
 	// seeds, up to eight rounds, until the shared results have been reused
 	// as often as the test needs to exercise them (every read checked all
-	// along). One round is enough on a machine not overloaded.
+	// along). One round is enough on a machine not overloaded. Each round
+	// starts replicas of its own: about one run in ten, replicas that
+	// began with few hits kept to about 4 a round (29 in 3,600 sessions,
+	// thousands refused) although new ones get 50 to 90; refusing is safe
+	// (fail closed), and why they stay so is left to find (issue 25).
 	var hits, puts, refused, purges int64
 	var calls, reused, stale int64
 	ran := 0
 	for round := range 8 {
+		r := start(mutant{sharedGet: true})
+		r.writeOneIn = 8
 		out := r.run(t, sessions, 6, 8, 24, 5+2*uint64(round), nil)
 		ran += sessions
 		calls, reused, stale = calls+out.calls, reused+out.reused, stale+out.stale
 		if out.stale != 0 {
 			t.Errorf("%d stale reads, first: %s", out.stale, out.firstStale)
 		}
-		hits, puts, refused, purges = 0, 0, 0, 0
+		var roundHits int64
 		for i := range r.slots {
 			st := r.slots[i].Load().f.Stats()
-			hits += st.SharedHits
+			roundHits += st.SharedHits
 			puts += st.SharedPuts
 			refused += st.SharedRefused
 			purges += st.SharedPurges
+		}
+		hits += roundHits
+		if round > 0 || roundHits < int64(sessions)/10 {
+			t.Logf("round %d: %d shared hits", round, roundHits)
 		}
 		if hits >= int64(sessions)/10 {
 			break
