@@ -196,7 +196,6 @@ func TestServeMemory(t *testing.T) {
 		io.WriteString(w, `{"choices":[]}`)
 	}))
 	defer provider.Close()
-	const defaultMaxBytes = 256 << 20
 	config := func(extra string) string {
 		return `listen: 127.0.0.1:0
 llm: {openai: {base_url: "` + provider.URL + `/v1"}}
@@ -294,37 +293,7 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 	// outputs being read wait within max_answer_bytes.
 	t.Run("outputs at once", func(t *testing.T) {
 		s := startProcess(t, config(""))
-		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range 48 {
-				wg.Go(func() {
-					<-start
-					resp, err := http.Post(s.url+"/v1/sessions/o"+strconv.Itoa(i)+"/calls", "application/json",
-						strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					defer resp.Body.Close()
-					// The answer is the output (a JSON string of x's)
-					// with a few fields around it.
-					n, err := io.Copy(io.Discard, resp.Body)
-					if err != nil || resp.StatusCode != http.StatusOK || n < bigOutput || n > bigOutput+200 {
-						t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, n, err)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-		})
-		st, err := httpapi.FetchStats(t.Context(), nil, s.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
-			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
-		}
+		bigCallsAtOnce(t, s, 48, "o")
 	})
 
 	// Issue 23: outputs of exec backends were outside max_answer_bytes,
@@ -339,35 +308,7 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 			t.Fatal(err)
 		}
 		s := startProcess(t, "listen: 127.0.0.1:0\nbackends: {local: {exec: {command: ["+strconv.Quote(script)+"]}}}\n")
-		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range 64 {
-				wg.Go(func() {
-					<-start
-					resp, err := http.Post(s.url+"/v1/sessions/x"+strconv.Itoa(i)+"/calls", "application/json",
-						strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					defer resp.Body.Close()
-					n, err := io.Copy(io.Discard, resp.Body)
-					if err != nil || resp.StatusCode != http.StatusOK || n < bigOutput || n > bigOutput+200 {
-						t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, n, err)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-		})
-		st, err := httpapi.FetchStats(t.Context(), nil, s.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
-			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
-		}
+		bigCallsAtOnce(t, s, 64, "x")
 	})
 
 	// Issue 23: answers of MCP upstreams were outside max_answer_bytes,
@@ -391,35 +332,7 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 			&mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
 		t.Cleanup(upstream.Close) // after ahead serve stops: it holds streams open
 		s := startProcess(t, "listen: 127.0.0.1:0\nmcpServers: {big: {url: "+strconv.Quote(upstream.URL)+"}}\n")
-		s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range 24 {
-				wg.Go(func() {
-					<-start
-					resp, err := http.Post(s.url+"/v1/sessions/m"+strconv.Itoa(i)+"/calls", "application/json",
-						strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					defer resp.Body.Close()
-					n, err := io.Copy(io.Discard, resp.Body)
-					if err != nil || resp.StatusCode != http.StatusOK || n < bigOutput || n > bigOutput+200 {
-						t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, n, err)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-		})
-		st, err := httpapi.FetchStats(t.Context(), nil, s.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
-			t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
-		}
+		bigCallsAtOnce(t, s, 24, "m")
 	})
 
 	// Issue 23: the Learner's kept calls. One session of 400 calls of
@@ -489,4 +402,45 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 			}, func() { settle(s, t, 64) })
 		})
 	})
+}
+
+// defaultMaxBytes is engine.max_bytes when the configuration sets none.
+const defaultMaxBytes = 256 << 20
+
+// bigCallsAtOnce makes n calls of the tool big at once through s's tool
+// API, each in a session of its own (prefix and its number), within the
+// RSS bound: each client reads its whole answer (the output, a JSON string
+// of x's, with a few fields around it), and afterwards the answer budget
+// holds no byte and cut none.
+func bigCallsAtOnce(t *testing.T, s *process, n int, prefix string) {
+	t.Helper()
+	s.underLoad(t, 2*defaultMaxBytes+64<<20, func() {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				resp, err := http.Post(s.url+"/v1/sessions/"+prefix+strconv.Itoa(i)+"/calls", "application/json",
+					strings.NewReader(fmt.Sprintf(`{"tool":"big","args":{"i":%d}}`, i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				got, err := io.Copy(io.Discard, resp.Body)
+				if err != nil || resp.StatusCode != http.StatusOK || got < bigOutput || got > bigOutput+200 {
+					t.Errorf("client %d: %s, %d bytes, %v; want 200 and the whole output", i, resp.Status, got, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	})
+	st, err := httpapi.FetchStats(t.Context(), nil, s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Answers == nil || st.Answers.Bytes != 0 || st.Answers.Cut != 0 {
+		t.Errorf("/v1/stats answers = %+v after the load, want 0 bytes held and none cut", st.Answers)
+	}
 }
