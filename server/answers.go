@@ -257,9 +257,12 @@ func (a *answers) fitsLocked(h *hold, n int64) bool {
 
 // oldestReadLocked is the hold that started reading first among those
 // still reading.
-func (a *answers) oldestReadLocked() *hold {
+func (a *answers) oldestReadLocked() *hold { return oldestHold(a.holds) }
+
+// oldestHold is the hold of hs that started reading first; nil if none.
+func oldestHold(hs map[*hold]struct{}) *hold {
 	var o *hold
-	for h := range a.holds {
+	for h := range hs {
 		if o == nil || h.seq < o.seq {
 			o = h
 		}
@@ -278,15 +281,7 @@ func (a *answers) releasedLocked() {
 }
 
 // headLocked is the oldest queued read; nil if none.
-func (a *answers) headLocked() *hold {
-	var o *hold
-	for h := range a.queued {
-		if o == nil || h.seq < o.seq {
-			o = h
-		}
-	}
-	return o
-}
+func (a *answers) headLocked() *hold { return oldestHold(a.queued) }
 
 // wakeHeadLocked tells the oldest queued read to look at the budget.
 func (a *answers) wakeHeadLocked() {
