@@ -208,7 +208,13 @@ type worker struct {
 	c    *pattern.Compiler
 	pays []pattern.Payload // per event of the miner
 	vals valueCache
-	h    mineHistory // the History of the occurrence being evaluated
+	memo contextMemo // what was validated after the context being mined
+	outs outcomeCache
+	// Scratch of validate.
+	refs    []int
+	evCands []pattern.Candidate
+	buf     []byte
+	h       mineHistory // the History of the occurrence being evaluated
 }
 
 // eachContext mines the patterns of every context on o.Workers workers

@@ -16,6 +16,7 @@ import (
 // patterns mines the patterns of one frequent context.
 func (m *worker) patterns(c minedContext) []pattern.Pattern {
 	o := m.o
+	m.memo.reset()
 	// The context, oldest first, as signatures.
 	ctx := make([]pattern.Signature, len(c.ids))
 	for j, id := range c.ids {
@@ -134,11 +135,18 @@ func (m *worker) exactPatterns(c minedContext, ctx []pattern.Signature, tool str
 		}
 	}
 	slices.Sort(args)
+	// The candidates of every argument first: where one has none, the
+	// pattern is tool-only, and validating the others' would be lost.
 	perArg := make([][]*argCand, len(args))
 	for ai, arg := range args {
-		cands := m.argCandidates(c, hit, arg)
+		if perArg[ai] = m.argCandidates(c, hit, arg); len(perArg[ai]) == 0 {
+			return nil
+		}
+	}
+	for ai, arg := range args {
+		cands := perArg[ai]
 		for _, ac := range cands {
-			m.validateArg(c, tool, arg, ac)
+			m.validateArgMemo(c, tool, arg, ac)
 		}
 		// A mapping must explain values that vary: one that only ever
 		// reproduced a single value is a constant in disguise (a token
@@ -214,7 +222,7 @@ func (m *worker) exactPatterns(c minedContext, ctx []pattern.Signature, tool str
 			continue
 		}
 		seen[key] = true
-		m.validate(c, &pt)
+		m.validateMemo(c, &pt, key)
 		// A pattern below τ is still kept if its tool is not (the
 		// tool-only pattern would be) and its mappings reproduce a good
 		// share of the tool's calls: a concrete call can be run ahead, a

@@ -1,6 +1,8 @@
 package mine
 
 import (
+	"encoding/json"
+	"math/bits"
 	"slices"
 
 	"github.com/ahead-dev/ahead/pattern"
@@ -162,21 +164,32 @@ func (m *worker) validateArg(c minedContext, tool, arg string, ac *argCand) {
 }
 
 // validate evaluates a full pattern at every occurrence of its context and
-// sets its counts.
+// sets its counts. What the evaluation counts at an occurrence is
+// remembered across contexts (outcomeCache).
 func (m *worker) validate(c minedContext, pt *pattern.Pattern) {
 	cp, err := m.c.Compile(pt)
 	if err != nil {
 		return
 	}
+	id, refs, cached := m.outs.body(pt, m.refs)
+	m.refs = refs
 	var pos []int
-	var cands []pattern.Candidate
-	var buf []byte
 	for _, oc := range c.occs {
 		h, p := m.history(c, oc, pos)
 		pos = p
-		cands, buf = cp.Eval(pos, h, len(pt.Hits), cands[:0], buf[:0])
+		var r outcome
+		if cached {
+			key := m.outs.makeKey(id, h.target, refs, pos)
+			var ok bool
+			if r, ok = m.outs.get(key); !ok {
+				r = m.evaluate(cp, pt, h, pos)
+				m.outs.put(key, r)
+			}
+		} else {
+			r = m.evaluate(cp, pt, h, pos)
+		}
 		t := &m.events[h.target]
-		if len(cands) == 0 {
+		if !r.evaluated {
 			pt.ElseSupport++
 			if t.ev.Tool == pt.Tool {
 				pt.ElseHits++
@@ -184,33 +197,53 @@ func (m *worker) validate(c minedContext, pt *pattern.Pattern) {
 			continue
 		}
 		pt.Support++
-		for _, cd := range cands {
-			if m.calledSoon(h.target, cd.Hash) {
-				pt.Soon[cd.Rank]++
-			}
+		for s := r.soon; s != 0; s &= s - 1 {
+			pt.Soon[bits.TrailingZeros64(s)]++
 		}
-		repeat := pt.List == nil && h.Used(cands[0].Hash)
-		if repeat {
+		if r.repeat {
 			pt.Repeats++
 		}
 		if t.ev.Tool != pt.Tool {
 			continue
 		}
 		pt.ToolHits++
-		if !t.argsOK {
-			continue
-		}
-		if repeat && cands[0].Hash == t.hash {
+		if r.repeatHit {
 			pt.RepeatHits++
 		}
-		for _, cd := range cands {
-			if cd.Hash == t.hash {
-				pt.Hits[cd.Rank]++
-				break
-			}
+		if r.hit >= 0 {
+			pt.Hits[r.hit]++
 		}
 	}
 	pt.P = ratio(pt.Hits[0], pt.Support)
+}
+
+// evaluate evaluates a compiled pattern at an occurrence (h, pos) and
+// returns what validate counts of it.
+func (m *worker) evaluate(cp *pattern.Compiled, pt *pattern.Pattern, h *mineHistory, pos []int) outcome {
+	r := outcome{hit: -1}
+	m.evCands, m.buf = cp.Eval(pos, h, len(pt.Hits), m.evCands[:0], m.buf[:0])
+	if len(m.evCands) == 0 {
+		return r
+	}
+	r.evaluated = true
+	for _, cd := range m.evCands {
+		if m.calledSoon(h.target, cd.Hash) {
+			r.soon |= 1 << cd.Rank
+		}
+	}
+	r.repeat = pt.List == nil && h.Used(m.evCands[0].Hash)
+	t := &m.events[h.target]
+	if t.ev.Tool != pt.Tool || !t.argsOK {
+		return r
+	}
+	r.repeatHit = r.repeat && m.evCands[0].Hash == t.hash
+	for _, cd := range m.evCands {
+		if cd.Hash == t.hash {
+			r.hit = int8(cd.Rank)
+			break
+		}
+	}
+	return r
 }
 
 // calledSoon reports whether the call with hash is made at event target or
@@ -224,3 +257,73 @@ func (m *worker) calledSoon(target int, hash uint64) bool {
 	}
 	return false
 }
+
+// contextMemo keeps the counts validated after the context being mined
+// (worker.patterns), dropped when the next context starts. The kinds of a
+// tool (kindPatterns) take their candidates among the tool's calls after
+// the same context, and validation counts over all the context's
+// occurrences whichever calls a candidate was found in: the mappings and
+// patterns of a kind are mostly the tool's, and their counts are the
+// same.
+//
+// Memory: an entry (a key of about 200 bytes and the counts) per mapping
+// and per pattern validated after one context, at most maxArgCands+1 a
+// tool's argument and 3+Alternatives×args+lists patterns a tool and kind.
+type contextMemo struct {
+	args map[string]argCounts       // (tool, mapping, list) → validateArg's counts
+	pats map[string]pattern.Pattern // (tool, pattern.MappingKey) → validate's counts
+}
+
+// argCounts is what validateArg counts for a mapping.
+type argCounts struct {
+	matches, evals, values, sessions int
+	first                            string
+	lastSess                         int32
+}
+
+func (mm *contextMemo) reset() {
+	if mm.args == nil {
+		mm.args = make(map[string]argCounts)
+		mm.pats = make(map[string]pattern.Pattern)
+	}
+	clear(mm.args)
+	clear(mm.pats)
+}
+
+// validateArgMemo is validateArg, memoised after the context.
+func (m *worker) validateArgMemo(c minedContext, tool, arg string, ac *argCand) {
+	raw, err := json.Marshal(struct {
+		T string
+		M pattern.Mapping
+		L *pattern.ListSource
+	}{tool, ac.m, ac.list})
+	if err != nil {
+		m.validateArg(c, tool, arg, ac)
+		return
+	}
+	if r, ok := m.memo.args[string(raw)]; ok {
+		ac.matches, ac.evals, ac.values, ac.sessions, ac.first, ac.lastSess = r.matches, r.evals, r.values, r.sessions, r.first, r.lastSess
+		return
+	}
+	m.validateArg(c, tool, arg, ac)
+	m.memo.args[string(raw)] = argCounts{ac.matches, ac.evals, ac.values, ac.sessions, ac.first, ac.lastSess}
+}
+
+// validateMemo is validate, memoised after the context; key is the
+// pattern's MappingKey.
+func (m *worker) validateMemo(c minedContext, pt *pattern.Pattern, key string) {
+	k := pt.Tool + "\x00" + key
+	if r, ok := m.memo.pats[k]; ok {
+		pt.Support, pt.ElseSupport, pt.ElseHits, pt.ToolHits = r.Support, r.ElseSupport, r.ElseHits, r.ToolHits
+		pt.Repeats, pt.RepeatHits, pt.P = r.Repeats, r.RepeatHits, r.P
+		copy(pt.Hits, r.Hits)
+		copy(pt.Soon, r.Soon)
+		return
+	}
+	m.validate(c, pt)
+	r := *pt
+	r.Hits, r.Soon = slices.Clone(pt.Hits), slices.Clone(pt.Soon)
+	m.memo.pats[k] = r
+}
+
+
