@@ -13,8 +13,12 @@ import (
 // other client out for the 2-minute idle timeout. connLimit gives way
 // instead: when every slot is taken, the connection idle the longest is
 // closed for the newcomer (then one that has sent nothing for
-// silentGrace, then one whose client has not taken its answer's bytes for
-// silentGrace: the answer budget cuts it). A client whose idle connection
+// silentGrace); else the one whose client is not reading its answer gives
+// way at once: the answer budget cuts the answer that has waited longest
+// on its client, once that client has taken none of its bytes for
+// notReadingGrace while others took theirs (silentGrace if none did). A
+// newcomer that cut one waits for that connection to close (up to
+// silentGrace) before cutting another. A client whose idle connection
 // is closed under it sees what an idle timeout does; Go's and most HTTP
 // clients retry on a new connection. Only connections busy with a request
 // that is being served make a newcomer wait.
@@ -75,6 +79,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 	}
 	since := time.Now() // the newcomer's wait began
 	borrowed := false   // a connection was closed for it
+	var cutAt time.Time // when an answer not being read was cut for it
 	for {
 		select {
 		case l.slots <- struct{}{}:
@@ -86,20 +91,28 @@ func (l *connLimit) Accept() (net.Conn, error) {
 			borrowed = true
 			continue
 		}
-		// A stalled answer cut: its handler ends and its connection
-		// closes, which frees a slot; wait for that alone.
-		cut := l.answers != nil && l.answers.cutStalled(silentGrace)
+		// A client not reading its answer gives way at once; its
+		// handler ends and its connection closes, which frees a slot:
+		// wait for that (up to silentGrace) before cutting another.
+		if l.answers != nil && (cutAt.IsZero() || time.Since(cutAt) >= silentGrace) && l.answers.cutNotReading() {
+			cutAt = time.Now()
+		}
+		closing := !cutAt.IsZero() && time.Since(cutAt) < silentGrace
 		// Every connection is busy: wait for one to end or to idle (or
-		// for a silent one, or a stalled answer, to pass its grace).
+		// for a silent one, or a client not reading, to pass its grace).
 		var retry <-chan time.Time
 		var t *time.Timer
 		wait := time.Duration(-1)
-		if !cut && l.hasSilent() {
+		if !closing && l.hasSilent() {
 			wait = silentGrace
 		}
-		if !cut && l.answers != nil {
-			if since := l.answers.stalledSince(); !since.IsZero() {
-				w := max(silentGrace-time.Since(since), time.Millisecond)
+		if closing {
+			wait = max(silentGrace-time.Since(cutAt), time.Millisecond)
+		} else if l.answers != nil {
+			if left, ok := l.answers.notReadingIn(); ok {
+				// Looked at again within notReadingGrace: another client
+				// taking bytes meanwhile shortens the grace.
+				w := max(min(left, notReadingGrace), time.Millisecond)
 				if wait < 0 || w < wait {
 					wait = w
 				}
