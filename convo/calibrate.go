@@ -20,10 +20,12 @@ type calPair struct {
 
 // appendPairs replays sessions as the predictor would see them and pairs
 // each prediction's raw score with whether it was the next call.
-func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Session, maxBytes int) {
+// lex may be nil.
+func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
 	var sc scratch
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
+		st.lex = lex
 		var pending []predictionKey
 		add := func() {
 			for _, p := range st.predict(&sc, 10, true) {

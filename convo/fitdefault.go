@@ -41,10 +41,12 @@ func FitDefault(sessions []trace.Session, opts *MineOptions) (*Default, error) {
 	if len(halves[0]) == 0 || len(halves[1]) == 0 {
 		halves[0], halves[1] = sessions, sessions
 	}
+	// Every message is read once for the replays below (lexicon.go).
+	lex := newLexicon(sessions)
 	var seens [2]*seen
 	var wg sync.WaitGroup
 	for h := range halves {
-		wg.Go(func() { seens[h] = seenFrom(halves[h], o.MaxBytes) })
+		wg.Go(func() { seens[h] = seenFrom(halves[h], o.MaxBytes, lex) })
 	}
 	wg.Wait()
 	// The weights: each half's tools scoring the other half's values.
@@ -52,7 +54,7 @@ func FitDefault(sessions []trace.Session, opts *MineOptions) (*Default, error) {
 	for h := range halves {
 		wg.Go(func() {
 			c := compileSynth(seens[h].synth(d), seens[h], d)
-			ins[h] = instances(c, halves[1-h], o.MaxBytes)
+			ins[h] = instances(c, halves[1-h], o.MaxBytes, lex)
 		})
 	}
 	wg.Wait()
@@ -62,7 +64,7 @@ func FitDefault(sessions []trace.Session, opts *MineOptions) (*Default, error) {
 	for h := range halves {
 		wg.Go(func() {
 			c := compileSynth(seens[h].synth(d), seens[h], d)
-			toolLogLik(&ll[h], c, halves[1-h], o.MaxBytes)
+			toolLogLik(&ll[h], c, halves[1-h], o.MaxBytes, lex)
 		})
 	}
 	wg.Wait()
@@ -78,7 +80,7 @@ func FitDefault(sessions []trace.Session, opts *MineOptions) (*Default, error) {
 	for h := range halves {
 		wg.Go(func() {
 			c := compileSynth(seens[h].synth(d), seens[h], d)
-			appendPairs(&pairs[h], c, halves[1-h], o.MaxBytes)
+			appendPairs(&pairs[h], c, halves[1-h], o.MaxBytes, lex)
 		})
 	}
 	wg.Wait()
@@ -89,12 +91,14 @@ func FitDefault(sessions []trace.Session, opts *MineOptions) (*Default, error) {
 	return d, nil
 }
 
-// seenFrom learns the tools of sessions as a Fresh predictor would.
-func seenFrom(sessions []trace.Session, maxBytes int) *seen {
+// seenFrom learns the tools of sessions as a Fresh predictor would; lex
+// may be nil.
+func seenFrom(sessions []trace.Session, maxBytes int, lex *lexicon) *seen {
 	s := newSeen()
 	c0 := compile(&Model{Version: ModelVersion})
 	for _, sess := range sessions {
 		st := newState(c0, maxBytes, false)
+		st.lex = lex
 		for ev := range trace.Known(sess) {
 			if ev.IsMessage() {
 				st.hear(ev)

@@ -73,8 +73,10 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	if n == 0 {
 		return nil, ErrNoSessions
 	}
+	// Every message is read once for the replays below (lexicon.go).
+	lex := newLexicon(sessions)
 	if o.NoCalibration {
-		return fit(sessions, &o), nil
+		return fit(sessions, &o, lex), nil
 	}
 	var halves [2][]trace.Session
 	for _, s := range sessions {
@@ -91,13 +93,13 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	var ll [2][len(lambdaGrid)]float64
 	choose := both && (opts == nil || opts.Lambda == 0)
 	var wg sync.WaitGroup
-	wg.Go(func() { m = fit(sessions, &o) })
+	wg.Go(func() { m = fit(sessions, &o, lex) })
 	if both {
 		for h := range halves {
 			wg.Go(func() {
-				halfModels[h] = fit(halves[h], &o)
+				halfModels[h] = fit(halves[h], &o, lex)
 				if choose {
-					toolLogLik(&ll[h], compile(halfModels[h]), halves[1-h], o.MaxBytes)
+					toolLogLik(&ll[h], compile(halfModels[h]), halves[1-h], o.MaxBytes, lex)
 				}
 			})
 		}
@@ -120,7 +122,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	if both {
 		for h := range halves {
 			wg.Go(func() {
-				appendPairs(&halfPairs[h], compile(halfModels[h]), halves[1-h], o.MaxBytes)
+				appendPairs(&halfPairs[h], compile(halfModels[h]), halves[1-h], o.MaxBytes, lex)
 			})
 		}
 	}
@@ -143,10 +145,12 @@ var lambdaGrid = [...]float64{0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7,
 
 // toolLogLik replays sessions with a model fitted on others and adds, for
 // each weight of lambdaGrid, the log probability it gave each call's tool.
-func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int) {
+// lex may be nil.
+func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
 	var probs []float64
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
+		st.lex = lex
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
@@ -163,14 +167,16 @@ func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Sess
 	}
 }
 
-// fit learns the tables and the weights of a model from sessions.
-func fit(sessions []trace.Session, o *MineOptions) *Model {
+// fit learns the tables and the weights of a model from sessions; lex
+// may be nil.
+func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
 	m := &Model{Version: ModelVersion, MinSessions: o.MinSessions, Lambda: o.Lambda, Seq: make(map[string]map[string]float64)}
-	m.Words = vocabulary(sessions, o.MinSessions)
+	m.Words = vocabulary(sessions, o.MinSessions, lex)
 	c0 := compile(m)
 	tm := newTableMiner(m)
 	for _, s := range sessions {
 		st := newState(c0, o.MaxBytes, true)
+		st.lex = lex
 		tm.session = s.ID
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
@@ -183,29 +189,41 @@ func fit(sessions []trace.Session, o *MineOptions) *Model {
 	}
 	tm.finish(o.MinSessions)
 	fitToolWords(m, compile(m), tm.wordSets, tm.samples)
-	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes))
+	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes, lex))
 	return m
 }
 
 // vocabulary returns the lower-case words of the sessions' messages seen
-// in at least min sessions, with their counts.
-func vocabulary(sessions []trace.Session, min int) map[string]float64 {
+// in at least min sessions, with their counts. lex may be nil.
+func vocabulary(sessions []trace.Session, min int, lex *lexicon) map[string]float64 {
 	df := make(map[string]int)
 	count := make(map[string]float64)
 	seen := make(map[string]bool)
+	add := func(t string) {
+		if !isWord(t) {
+			return
+		}
+		count[t]++
+		if !seen[t] {
+			seen[t] = true
+			df[t]++
+		}
+	}
 	for _, s := range sessions {
 		clear(seen)
 		for _, msg := range s.Messages {
-			eachToken(msg.Content, func(t string) {
-				if !isWord(t) {
-					return
+			l := lex.lexed(msg.Content)
+			if l == nil {
+				eachToken(msg.Content, add)
+				continue
+			}
+			// The lexicon's tokens are eachToken's (its dates are
+			// added per replay, not here).
+			for _, lt := range l.toks {
+				if lt.bits == lowerBit && lt.n >= 2 && lt.n <= 24 {
+					add(msg.Content[lt.off : lt.off+uint32(lt.n)])
 				}
-				count[t]++
-				if !seen[t] {
-					seen[t] = true
-					df[t]++
-				}
-			})
+			}
 		}
 	}
 	words := make(map[string]float64)
@@ -528,11 +546,12 @@ const maxInstanceCands = 64
 
 // instances replays the sessions with a compiled model and returns the
 // training instances of the value scorer.
-func instances(c *compiled, sessions []trace.Session, maxBytes int) []instance {
+func instances(c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) []instance {
 	var out []instance
 	var sc scratch
 	for _, s := range sessions {
 		st := newState(c, maxBytes, false)
+		st.lex = lex
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
@@ -605,8 +624,10 @@ func fitWeights(ins []instance) []float64 {
 		for _, in := range ins {
 			p = p[:0]
 			z, best := 1.0, 0.0
-			for _, x := range in.x {
-				s := dot(w, x[:])
+			// By index: ranging over the values would copy each
+			// candidate's features (nFeat float64s) twice a pass.
+			for i := range in.x {
+				s := dot(w, in.x[i][:])
 				best = max(best, s)
 				p = append(p, s)
 			}
@@ -615,7 +636,8 @@ func fitWeights(ins []instance) []float64 {
 				p[i] = math.Exp(p[i] - best)
 				z += p[i]
 			}
-			for i, x := range in.x {
+			for i := range in.x {
+				x := &in.x[i]
 				q := p[i] / z
 				if i == in.label {
 					q--

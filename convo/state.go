@@ -157,6 +157,9 @@ type state struct {
 	// for the next message's tokens (not when mining: its index still
 	// refers to dropped segments' tokens).
 	spare []token
+	// lex, when mining, holds the messages' texts read once for all the
+	// replays (lexicon.go); nil: each message is read when heard.
+	lex *lexicon
 }
 
 type usedKey struct {
@@ -282,6 +285,9 @@ func (st *state) addWord(w int32) {
 // indexed by class set. Its cost is the message's: one pass over the
 // bytes, and three allocations whatever its length.
 func (st *state) newSegment(role uint8, text string) *segment {
+	if l := st.lex.lexed(text); l != nil {
+		return st.lexedSegment(role, text, l)
+	}
 	seg := &segment{role: role, size: len(text), text: text}
 	// Sized by a count of the runs (a token each, at most): the shared
 	// traces' messages average six bytes a token, but a third of them

@@ -87,6 +87,8 @@ func (st *state) refTokenize(seg *segment, from, to int, arg string) {
 // sameSegment reports how two tokenisations of one text differ, or "".
 func sameSegment(got, want *segment) string {
 	switch {
+	case got.text != want.text || got.size != want.size:
+		return "text differs"
 	case !slices.Equal(got.toks, want.toks):
 		return "tokens differ"
 	case !slices.Equal(got.args, want.args):
@@ -139,9 +141,17 @@ func TestTokenizeSame(t *testing.T) {
 		}
 	}
 	st, ref := newState(c, DefaultMaxBytes, false), newState(c, DefaultMaxBytes, false)
+	// Mining's replays read the texts from a lexicon (lexicon.go): the
+	// same segments.
+	lexSt := newState(c, DefaultMaxBytes, false)
+	lexSt.lex = &lexicon{msgs: make(map[string]*lexed)}
+	for _, text := range texts {
+		lexSt.lex.msgs[text] = lex(text)
+	}
 	for i, text := range texts {
 		for _, role := range []uint8{roleUser, roleAssistant} {
 			got := st.newSegment(role, text)
+			lexGot := lexSt.newSegment(role, text)
 			want := &segment{role: role, size: len(text), text: text}
 			ref.refTokenize(want, 0, len(text), "")
 			// Dates written in words become tokens too (dates.go); the
@@ -155,6 +165,9 @@ func TestTokenizeSame(t *testing.T) {
 			}
 			if d := sameSegment(got, want); d != "" {
 				t.Fatalf("text %d (%.60q): %s", i, text, d)
+			}
+			if d := sameSegment(lexGot, want); d != "" {
+				t.Fatalf("text %d (%.60q), from the lexicon: %s", i, text, d)
 			}
 		}
 	}

@@ -1,0 +1,179 @@
+package convo
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/ahead-dev/ahead/trace"
+)
+
+// Issue 24: mining replays every session about six times (the tables and
+// the value scorer's instances of the model on all sessions and of each
+// half's, the other half's tool choice and calibration), and each replay
+// heard every message anew: the scan of its bytes into tokens, their
+// hashes, the sentences' starts and the dates' search were a third of
+// mining the conversation, the same work six times over. A lexicon reads
+// each distinct message once, before the replays; a replay then only
+// gives the tokens what its model reads of them (vocabulary ids, shapes).
+//
+// Bound: one lexTok (16 bytes) per token of each distinct message text
+// mined (a token is at least one byte and a separator: at most 8 bytes
+// per byte of text, about 2 in practice: 37 MB for the 17 MB of distinct
+// text of the shared -conv files), plus a map entry per distinct text;
+// the texts are the sessions' own. It lives as long as one Mine.
+
+// lexicon holds what a replay needs of each distinct message text,
+// whatever the model: read-only once built, shared by the replays that
+// run side by side.
+type lexicon struct {
+	msgs map[string]*lexed
+}
+
+// lexed returns what the lexicon read of text, or nil (also when lx is
+// nil).
+func (lx *lexicon) lexed(text string) *lexed {
+	if lx == nil {
+		return nil
+	}
+	return lx.msgs[text]
+}
+
+// lexed is a message text's tokens, as state.tokenize finds them.
+type lexed struct {
+	toks []lexTok
+	// months: some token names a month, so dates may be written in
+	// words; they are read per replay (a date without a year takes the
+	// year the session named before, dates.go). Without one, year is
+	// the last year a token names (0: none), what readDates returns.
+	months bool
+	year   int
+}
+
+// lexTok is a token of a message text without what depends on a model.
+type lexTok struct {
+	h     uint64 // hash of the text
+	off   uint32
+	bits  uint16
+	n     uint8
+	flags uint8
+}
+
+const (
+	lexWord    = 1 << iota // a word of tool choice (state.tokenize)
+	lexInitial             // a capitalised word that begins a sentence
+)
+
+// newLexicon reads the distinct message texts of sessions, on up to
+// GOMAXPROCS goroutines that it waits for.
+func newLexicon(sessions []trace.Session) *lexicon {
+	n := max(1, min(runtime.GOMAXPROCS(0), len(sessions)))
+	parts := make([]map[string]*lexed, n)
+	var wg sync.WaitGroup
+	for p := range n {
+		wg.Go(func() {
+			m := make(map[string]*lexed)
+			for _, s := range sessions[p*len(sessions)/n : (p+1)*len(sessions)/n] {
+				for _, msg := range s.Messages {
+					if _, ok := m[msg.Content]; !ok {
+						m[msg.Content] = lex(msg.Content)
+					}
+				}
+			}
+			parts[p] = m
+		})
+	}
+	wg.Wait()
+	lx := &lexicon{msgs: parts[0]}
+	for _, m := range parts[1:] {
+		for text, l := range m {
+			if _, ok := lx.msgs[text]; !ok {
+				lx.msgs[text] = l
+			}
+		}
+	}
+	return lx
+}
+
+// lex reads a message text's tokens as state.tokenize does (the same
+// scan; TestTokenizeSame compares the segments made both ways).
+func lex(s string) *lexed {
+	l := &lexed{toks: make([]lexTok, 0, countRuns(s))}
+	for i := 0; i < len(s); {
+		if tokBits[s[i]] == 0 {
+			i++
+			continue
+		}
+		j := i
+		var bits uint16
+		for j < len(s) {
+			cb := tokBits[s[j]]
+			if cb == 0 {
+				break
+			}
+			bits |= cb
+			j++
+		}
+		word := bits == lowerBit
+		e := j
+		for e > i && s[e-1] == '.' {
+			e--
+		}
+		t, off := s[i:e], i
+		i = j
+		if t == "" || len(t) > maxTokenLen {
+			continue
+		}
+		if e != j {
+			bits = classBits(t)
+		}
+		lt := lexTok{h: hashString(t), off: uint32(off), n: uint8(len(t)), bits: bits}
+		if word && len(t) >= 2 && len(t) <= 24 {
+			lt.flags |= lexWord
+		}
+		if sentenceStart(s, off) {
+			lt.flags |= lexInitial
+		}
+		if y := yearOf(t); y > 0 {
+			l.year = y
+		} else if monthOf(t) != 0 && t != "may" {
+			l.months = true
+		}
+		l.toks = append(l.toks, lt)
+	}
+	return l
+}
+
+// lexedSegment is newSegment for a text the lexicon read: the same
+// segment, with the model's vocabulary ids and shapes.
+func (st *state) lexedSegment(role uint8, text string, l *lexed) *segment {
+	seg := &segment{role: role, size: len(text), text: text}
+	if n := len(l.toks); cap(st.spare) >= n && cap(st.spare) <= 2*n {
+		seg.toks, st.spare = st.spare[:0], nil
+	} else {
+		seg.toks = make([]token, 0, n)
+	}
+	c := st.c
+	for _, lt := range l.toks {
+		tk := token{off: lt.off, n: lt.n, bits: lt.bits, word: -1, shape: -1}
+		tk.initial = role != roleCall && lt.flags&lexInitial != 0
+		read := c.readsClass(lt.bits)
+		word := lt.flags&lexWord != 0
+		if read || word {
+			tk.h = lt.h
+		}
+		if word {
+			tk.word = c.wordID(text[lt.off:lt.off+uint32(lt.n)], lt.h)
+		}
+		if read {
+			tk.shape = st.shapeOf(text[lt.off:lt.off+uint32(lt.n)], lt.bits)
+		}
+		seg.toks = append(seg.toks, tk)
+	}
+	if l.months {
+		st.addDates(seg)
+	} else if l.year > 0 {
+		st.year = l.year
+	}
+	st.indexAll(seg)
+	return seg
+}
