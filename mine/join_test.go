@@ -3,6 +3,7 @@ package mine_test
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -162,5 +163,81 @@ func TestMineJoinedAcross(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMineJoinedWord mines sessions that write scripts and run each with
+// the session's own interpreter, a word with a digit ("python3", "node18")
+// that the privacy rule keeps out of a pool as a constant. The run is the
+// interpreter word of the session's earlier run joined with the name of the
+// script just written: the pool must predict it in a session with an
+// interpreter and names never seen, and hold none of the traces' words.
+func TestMineJoinedWord(t *testing.T) {
+	runners := []string{"python3", "node18", "ruby2", "perl5", "lua54", "php8", "pip3", "gcc12", "java21", "bun1", "deno2", "go126"}
+	var ss []trace.Session
+	for i, r := range runners {
+		s := trace.Session{ID: "s" + string(rune('a'+i))}
+		add := func(cmd string) {
+			s.Events = append(s.Events, trace.Event{Session: s.ID, Seq: len(s.Events), Tool: "sh",
+				Args: json.RawMessage(`{"cmd":` + strconv.Quote(cmd) + `}`), Status: trace.StatusOK, Output: "ok"})
+		}
+		add("ls")
+		for j := range 4 {
+			name := "step" + strconv.Itoa(i*10+j) + "_check.src"
+			add("cat <<'EOF' > " + name + "\nbody\nEOF")
+			add("grep -n body " + name)
+			add(r + " " + name)
+		}
+		ss = append(ss, s)
+	}
+	mined, err := mine.Mine(ss, &mine.Options{MinSupport: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := mined.Encode(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append(runners, "step") {
+		if strings.Contains(b.String(), s) {
+			t.Errorf("the pool holds %q, a value of the traces", s)
+		}
+	}
+	pool, err := pattern.Decode([]byte(b.String()))
+	if err != nil {
+		t.Fatalf("the pool written is not read back: %v", err)
+	}
+	words := 0
+	for _, pt := range pool.Patterns {
+		for _, m := range pt.Args {
+			if m.Base != nil && m.Base.Text != nil && m.Base.From != nil &&
+				strings.Contains(pt.Describe(), `base text(args(sh[*])/cmd, line 0, token 0) + " " + `) {
+				words++
+			}
+		}
+	}
+	if words == 0 {
+		t.Error(`no mapping reads its first part as the first word of an earlier call ("base text(args(sh[*])/cmd, line 0, token 0)")`)
+	}
+	o, err := pattern.NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, cmd := range []string{"ls", "cat <<'EOF' > a.tcl\nx\nEOF", "grep -n x a.tcl", "tclsh9 a.tcl", "cat <<'EOF' > b.tcl\ny\nEOF", "grep -n y b.tcl"} {
+		got = got[:0]
+		ev := trace.Event{Session: "new", Seq: i, Tool: "sh", Args: json.RawMessage(`{"cmd":` + strconv.Quote(cmd) + `}`), Status: trace.StatusOK, Output: "ok"}
+		for _, p := range o.Observe(ev) {
+			if p.Args != nil {
+				got = append(got, string(p.Args))
+			}
+		}
+	}
+	if want := `{"cmd":"tclsh9 b.tcl"}`; !slices.Contains(got, want) {
+		var pats []string
+		for _, pt := range pool.Patterns {
+			pats = append(pats, pt.Describe())
+		}
+		t.Errorf("predictions after the second script lack %s; got %v; mined:\n%s", want, got, strings.Join(pats, "\n"))
 	}
 }

@@ -533,6 +533,9 @@ func complexity(ac *argCand) int {
 		if ac.m.Base.From != nil {
 			n++ // an event of its own
 		}
+		if ac.m.Base.Text != nil {
+			n++ // a word of a string, not the whole
+		}
 	}
 	if ac.list != nil && ac.list.Lines {
 		n++
@@ -572,11 +575,17 @@ func bodyKey(rc *rawCand) string {
 	if rc.lines {
 		b.WriteString("lines\x00")
 	}
-	if rc.sel != nil {
-		b.WriteString(strconv.Itoa(rc.sel.Line))
-		if rc.sel.Token != nil {
+	for i, sel := range []*pattern.TextSel{rc.sel, rc.baseSel} {
+		if sel == nil {
+			continue
+		}
+		if i == 1 {
+			b.WriteString("\x00base ")
+		}
+		b.WriteString(strconv.Itoa(sel.Line))
+		if sel.Token != nil {
 			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(*rc.sel.Token))
+			b.WriteString(strconv.Itoa(*sel.Token))
 		}
 	}
 	return b.String()
@@ -606,7 +615,7 @@ const everyRef = -1
 func candFromRaw(rc *rawCand, r pattern.Ref) *argCand {
 	mp := pattern.Mapping{Arg: rc.arg, Part: rc.part, Path: rc.path, Text: rc.sel, Norm: rc.norm, Prefix: rc.prefix, Suffix: rc.suffix}
 	if rc.basePart != "" {
-		mp.Base = &pattern.Base{Part: rc.basePart, Path: rc.basePath}
+		mp.Base = &pattern.Base{Part: rc.basePart, Path: rc.basePath, Text: rc.baseSel}
 	}
 	ac := &argCand{}
 	if rc.isList() {

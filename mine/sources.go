@@ -218,6 +218,7 @@ type rawCand struct {
 	// two sources (pattern.Base): in the same event, or, with baseSig,
 	// in the session's most recent event of that signature (joined.go).
 	basePart, basePath string
+	baseSel            *pattern.TextSel // a line or token of the base's string
 	baseSig            int32
 	body               int32 // the number of bodyKey(this) in the miner
 }
@@ -227,10 +228,15 @@ func (rc *rawCand) isList() bool { return rc.list != "" || rc.lines }
 // maxEntryTokens bounds the tokens of a line read as a list's entry.
 const maxEntryTokens = 3
 
-// findBase finds the longest start of prefix that is a whole string value
-// of the event (x, its index) and ends where a separator or the prefix
-// does: the first source of a value of two sources. It returns where the
-// start was found and the constant after it.
+// findBase finds the longest start of prefix that is a string value of
+// the event (x, its index), whole or a line or token of it, and ends where
+// a separator or the prefix does: the first source of a value of two
+// sources. It returns where the start was found (a whole value before a
+// selection from one) and the constant after it.
+//
+// A token as the first part lets a frame that a pool may not hold as a
+// constant (pattern.Identifying: "python3 ") be read from the session's
+// own earlier call, joined with a value of another.
 func findBase(x evIndex, prefix string) (loc, string, bool) {
 	var buf [128]byte
 	for i := len(prefix); i >= 2; i-- {
@@ -238,10 +244,20 @@ func findBase(x evIndex, prefix string) (loc, string, bool) {
 			continue
 		}
 		key := rawjson.AppendQuoted(buf[:0], prefix[:i])
-		for _, l := range x[string(key)] {
-			if l.sel == nil && l.norm == "" && (l.part == pattern.PartArgs || l.path != "") {
+		sel := -1
+		for k, l := range x[string(key)] {
+			if l.norm != "" || (l.part != pattern.PartArgs && l.path == "") {
+				continue
+			}
+			if l.sel == nil {
 				return l, prefix[i:], true
 			}
+			if sel < 0 {
+				sel = k
+			}
+		}
+		if sel >= 0 {
+			return x[string(key)][sel], prefix[i:], true
 		}
 	}
 	return loc{}, "", false
@@ -297,7 +313,7 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 		if bl, sep, ok := findBase(x, prefix); ok {
 			for i, end := start, len(dst); i < end; i++ {
 				c2 := dst[i]
-				c2.basePart, c2.basePath, c2.prefix = bl.part, bl.path, sep
+				c2.basePart, c2.basePath, c2.baseSel, c2.prefix = bl.part, bl.path, bl.sel, sep
 				dst = append(dst, c2)
 			}
 		}

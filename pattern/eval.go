@@ -351,6 +351,11 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 		if base, ok = at.stringAt(m.base); !ok || base == "" {
 			return buf, false
 		}
+		if sel := m.baseText; sel != nil {
+			if base, ok = selectText(base, sel); !ok || base == "" {
+				return buf, false
+			}
+		}
 	}
 	if !m.template {
 		if text {
@@ -401,13 +406,8 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 func appendTemplate(buf []byte, s string, sel *TextSel, norm, base, prefix, suffix string) ([]byte, bool) {
 	var ok bool
 	if sel != nil {
-		if s, ok = text.LineAt(s, sel.Line); !ok {
+		if s, ok = selectText(s, sel); !ok {
 			return buf, false
-		}
-		if sel.Token != nil {
-			if s, ok = text.TokenAt(s, *sel.Token); !ok {
-				return buf, false
-			}
 		}
 	}
 	if s, ok = text.Normalize(s, norm); !ok {
@@ -419,6 +419,16 @@ func appendTemplate(buf []byte, s string, sel *TextSel, norm, base, prefix, suff
 	buf = rawjson.AppendEscaped(buf, s)
 	buf = rawjson.AppendEscaped(buf, suffix)
 	return append(buf, '"'), true
+}
+
+// selectText returns the line, or the token of a line, that sel selects
+// from s.
+func selectText(s string, sel *TextSel) (string, bool) {
+	s, ok := text.LineAt(s, sel.Line)
+	if ok && sel.Token != nil {
+		s, ok = text.TokenAt(s, *sel.Token)
+	}
+	return s, ok
 }
 
 // bytesString views b as a string without copying; b must not change.

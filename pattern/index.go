@@ -88,6 +88,7 @@ type cmapping struct {
 	suffix   string
 	base     *csource // the first part of a value of two sources
 	baseOwn  bool     // base names an event of its own (else: the event of src)
+	baseText *TextSel // a line or token of base's string
 	template bool
 }
 
@@ -216,6 +217,7 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 			cm.src = s
 		}
 		if b := m.Base; b != nil {
+			cm.baseText = b.Text
 			if b.From != nil {
 				s, err := source(b.From, b.Part, b.Path)
 				if err != nil {

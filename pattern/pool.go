@@ -188,10 +188,17 @@ type Mapping struct {
 // signature): the folder an earlier call created joined with each name a
 // later listing returned, a base URL one call gave and an id another
 // listed. The mapping's Prefix is the constant between the two parts.
+//
+// With Text, the first part is a line or token of that string: a word of
+// an earlier argument (the program an agent ran its last script with,
+// joined with the name of the script it has just written). A frame the
+// privacy rule keeps out of the pool as a constant ("python3 ") is then
+// read from the session that says it.
 type Base struct {
-	From *Ref   `json:"from,omitempty"`
-	Part string `json:"part"`
-	Path string `json:"path"`
+	From *Ref     `json:"from,omitempty"`
+	Part string   `json:"part"`
+	Path string   `json:"path"`
+	Text *TextSel `json:"text,omitempty"`
 }
 
 // Norm names a normalisation applied to a selected string before it is

@@ -34,11 +34,7 @@ func (m *Mapping) Describe(list *ListSource) string {
 		src = describeSource(*m.From, m.Part, m.Path)
 	}
 	if m.Text != nil {
-		sel := "line " + strconv.Itoa(m.Text.Line)
-		if m.Text.Token != nil {
-			sel += ", token " + strconv.Itoa(*m.Text.Token)
-		}
-		src = "text(" + src + ", " + sel + ")"
+		src = describeText(src, m.Text)
 	}
 	if m.Norm != "" {
 		src = m.Norm + "(" + src + ")"
@@ -55,9 +51,20 @@ func (m *Mapping) Describe(list *ListSource) string {
 		if b.From != nil {
 			base = "base " + describeSource(*b.From, b.Part, b.Path)
 		}
+		if b.Text != nil {
+			base = "base " + describeText(strings.TrimPrefix(base, "base "), b.Text)
+		}
 		parts = append([]string{base}, parts...)
 	}
 	return m.Arg + " = " + strings.Join(parts, " + ")
+}
+
+func describeText(src string, sel *TextSel) string {
+	s := "line " + strconv.Itoa(sel.Line)
+	if sel.Token != nil {
+		s += ", token " + strconv.Itoa(*sel.Token)
+	}
+	return "text(" + src + ", " + s + ")"
 }
 
 func describeSource(r Ref, part, path string) string {
