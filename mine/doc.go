@@ -26,10 +26,12 @@
 //     one event or across the recent events of a signature, the lists the
 //     session has started on first), a line or token of a text, a
 //     normalisation (case, path clean/base/dir) and a constant frame
-//     around it (a template), a value of two sources (a whole value of the
-//     same event or of the most recent event of another signature, a
-//     constant, then the rest: a folder + "/" + each listed name, a base
-//     URL + "/items/" + each id listed elsewhere), or a constant. Mappings must
+//     around it (a template), a value of two sources (a value of the
+//     same event or of the most recent event of another signature, whole
+//     or a word or line of it, a constant, then the rest: a folder + "/" +
+//     each listed name, a base URL + "/items/" + each id listed elsewhere,
+//     the program an earlier call ran + " " + the script just written), or
+//     a constant. Mappings must
 //     explain varying values (else they are constants in disguise); each
 //     candidate is validated over every occurrence of the context, and the
 //     best combinations are kept.
