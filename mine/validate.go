@@ -325,5 +325,3 @@ func (m *worker) validateMemo(c minedContext, pt *pattern.Pattern, key string) {
 	r.Hits, r.Soon = slices.Clone(pt.Hits), slices.Clone(pt.Soon)
 	m.memo.pats[k] = r
 }
-
-
