@@ -233,21 +233,34 @@ type Stats struct {
 
 	// Shared results (results.go).
 	SharedHits    int64 // results of other replicas (or this one's) reused from the bucket
-	SharedRefused int64 // found in the bucket but refused: a write since, expired, another epoch
-	SharedPuts    int64 // results put in the bucket
-	SharedPurges  int64 // writes whose results were purged from the bucket
-	ShareDropped  int64 // puts and purges dropped: queue full, fleet down, bucket full
-	ShareTooBig   int64 // results larger than MaxResultSize, kept local
-	SharedErrors  int64 // lookups that failed (other than not found)
+	SharedRefused int64 // found in the bucket but refused, for any of the reasons below
+	// SharedRefusedBy splits SharedRefused by reason: "write" (a write
+	// applied since the result's mark may change it), "resync" (valid
+	// only before this replica's last resync), "epoch" (of another
+	// stream: the server lost its store), "expired", "down" (this replica
+	// not caught up).
+	SharedRefusedBy map[string]int64
+	SharedPuts      int64 // results put in the bucket
+	SharedPurges    int64 // writes whose results were purged from the bucket
+	ShareDropped    int64 // puts and purges dropped: queue full, fleet down, bucket full
+	// ShareSuperseded counts puts not sent: a later put of the same
+	// result, or a write since its mark (which every reader would refuse
+	// it for), came before they could be.
+	ShareSuperseded int64
+	ShareTooBig     int64 // results larger than MaxResultSize, kept local
+	SharedErrors    int64 // lookups that failed (other than not found)
 }
 
 // Fleet is this replica's membership of a fleet. Create it with Join, give
 // it its engine with Start, stop it with Close.
 type Fleet struct {
-	opts     Options
-	srv      *server.Server // embedded server, or nil
-	nc       *nats.Conn
-	js       jetstream.JetStream
+	opts Options
+	srv  *server.Server // embedded server, or nil
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	// sharejs publishes shared results, pipelined (results.go): its
+	// futures end after AnnounceTimeout, at most shareQueue at once.
+	sharejs  jetstream.JetStream
 	stream   string
 	subjects []string          // of this replica's backends, sorted
 	backend  map[string]string // subject → backend
@@ -257,7 +270,9 @@ type Fleet struct {
 	stats struct {
 		announced, late, lateSent, applied, fences, fenceDown, fenceMissed, fenceAbsent, resyncs atomic.Int64
 
-		sharedHits, sharedRefused, sharedPuts, sharedPurges, shareDropped, shareTooBig, sharedErrors atomic.Int64
+		sharedRefused [refusedReasons]atomic.Int64
+
+		sharedHits, sharedPuts, sharedPurges, shareDropped, shareSuperseded, shareTooBig, sharedErrors atomic.Int64
 	}
 	res results // shared results (results.go)
 
@@ -474,7 +489,12 @@ func (f *Fleet) connect(url string) error {
 		nc.Close()
 		return fmt.Errorf("fleet: %w", err)
 	}
-	f.nc, f.js = nc, js
+	sharejs, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(o.AnnounceTimeout), jetstream.WithPublishAsyncMaxPending(shareQueue))
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("fleet: %w", err)
+	}
+	f.nc, f.js, f.sharejs = nc, js, sharejs
 	f.up.Store(nc.IsConnected())
 	return nil
 }
@@ -575,7 +595,7 @@ func (f *Fleet) shutdownServer() {
 
 // Stats returns the counters.
 func (f *Fleet) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Announced:   f.stats.announced.Load(),
 		Late:        f.stats.late.Load(),
 		LateSent:    f.stats.lateSent.Load(),
@@ -586,14 +606,21 @@ func (f *Fleet) Stats() Stats {
 		FenceAbsent: f.stats.fenceAbsent.Load(),
 		Resyncs:     f.stats.resyncs.Load(),
 
-		SharedHits:    f.stats.sharedHits.Load(),
-		SharedRefused: f.stats.sharedRefused.Load(),
-		SharedPuts:    f.stats.sharedPuts.Load(),
-		SharedPurges:  f.stats.sharedPurges.Load(),
-		ShareDropped:  f.stats.shareDropped.Load(),
-		ShareTooBig:   f.stats.shareTooBig.Load(),
-		SharedErrors:  f.stats.sharedErrors.Load(),
+		SharedHits:      f.stats.sharedHits.Load(),
+		SharedRefusedBy: make(map[string]int64, refusedReasons),
+		SharedPuts:      f.stats.sharedPuts.Load(),
+		SharedPurges:    f.stats.sharedPurges.Load(),
+		ShareDropped:    f.stats.shareDropped.Load(),
+		ShareSuperseded: f.stats.shareSuperseded.Load(),
+		ShareTooBig:     f.stats.shareTooBig.Load(),
+		SharedErrors:    f.stats.sharedErrors.Load(),
 	}
+	for i, name := range refusedNames {
+		n := f.stats.sharedRefused[i].Load()
+		st.SharedRefusedBy[name] = n
+		st.SharedRefused += n
+	}
+	return st
 }
 
 // Connected reports whether the replica is connected and caught up, that

@@ -26,9 +26,15 @@ func (f *Fleet) register(reg prometheus.Registerer) prometheus.Histogram {
 	}
 	shared := func(result string, v func() int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "ahead_fleet_shared_results_total", Help: "Results of shared tools through the fleet's bucket, by what happened (hit: reused from it; refused: found, but a write since or expired; put; dropped: not sent; too_big: kept local).",
+			Name: "ahead_fleet_shared_results_total", Help: "Results of shared tools through the fleet's bucket, by what happened (hit: reused from it; refused: found, but a write since or expired; put; dropped: not sent; too_big: kept local; superseded: not sent, a later put of the same result or a write since came first).",
 			ConstLabels: prometheus.Labels{"result": result},
 		}, func() float64 { return float64(v()) })
+	}
+	for i, reason := range refusedNames {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ahead_fleet_shared_refused_total", Help: "Results found in the fleet's bucket but refused, by reason (write: a write applied since may change it; resync: valid only before this replica's last resync; epoch: of a stream the server lost; expired; down: this replica not caught up).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(f.stats.sharedRefused[i].Load()) }))
 	}
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "ahead_fleet_fence_seconds", Help: "Time of the fences that succeeded.", Buckets: fenceBuckets,
@@ -49,10 +55,11 @@ func (f *Fleet) register(reg prometheus.Registerer) prometheus.Histogram {
 		counter("ahead_fleet_applied_total", "Writes of other replicas applied.", f.stats.applied.Load),
 		counter("ahead_fleet_resyncs_total", "Times the replica dropped its shared-state speculation and resumed at the stream's end.", f.stats.resyncs.Load),
 		shared("hit", f.stats.sharedHits.Load),
-		shared("refused", f.stats.sharedRefused.Load),
+		shared("refused", f.sharedRefusedTotal),
 		shared("put", f.stats.sharedPuts.Load),
 		shared("dropped", f.stats.shareDropped.Load),
 		shared("too_big", f.stats.shareTooBig.Load),
+		shared("superseded", f.stats.shareSuperseded.Load),
 		counter("ahead_fleet_shared_purges_total", "Writes whose shared results were purged from the bucket.", f.stats.sharedPurges.Load),
 		fence("ok", f.stats.fences.Load),
 		fence("down", f.stats.fenceDown.Load),
@@ -67,4 +74,12 @@ func (f *Fleet) AppliedSeq() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.applied
+}
+
+func (f *Fleet) sharedRefusedTotal() int64 {
+	var n int64
+	for i := range f.stats.sharedRefused {
+		n += f.stats.sharedRefused[i].Load()
+	}
+	return n
 }

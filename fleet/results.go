@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,7 +55,9 @@ import (
 // puts: counted, the result stays local), each key lives its result's TTL
 // (rounded up to a second in the bucket; a reader checks the exact
 // expiry), and at most shareQueue puts and purges wait to be sent (beyond,
-// they are dropped and counted).
+// they are dropped and counted). The sharer sends all those waiting at
+// once, coalesced (sendShares), so that it keeps up however many writes
+// queue behind a slow request.
 
 // clockSlots is the number of resource slots of a backend's conflict
 // clock: 32 KiB per shared backend.
@@ -90,21 +93,41 @@ func (c *clock) applyLocked(seq uint64, ef policy.Effect) {
 	}
 }
 
-// validLocked reports whether a result with footprint fp, valid at seq,
-// survives every announcement this replica applied since.
-func (c *clock) validLocked(seq uint64, fp policy.Footprint) bool {
-	if seq < c.floor || seq < c.all {
-		return false
+// Why a result found in the bucket was refused (Stats.SharedRefusedBy).
+const (
+	refusedWrite   = iota // a write applied since its mark may change it
+	refusedResync         // valid only before this replica's last resync
+	refusedEpoch          // valid on another stream (the server lost its store)
+	refusedExpired        // past its lifetime
+	refusedDown           // this replica not caught up
+	refusedReasons
+)
+
+// refusedNames name the reasons, in /v1/stats and /metrics.
+var refusedNames = [refusedReasons]string{"write", "resync", "epoch", "expired", "down"}
+
+// checkLocked returns why a result with footprint fp, valid at seq, does
+// not survive every announcement this replica applied since (-1: it
+// does).
+func (c *clock) checkLocked(seq uint64, fp policy.Footprint) int {
+	if seq < c.floor {
+		return refusedResync
+	}
+	if seq < c.all {
+		return refusedWrite
 	}
 	if fp.Any {
-		return seq >= c.named
+		if seq < c.named {
+			return refusedWrite
+		}
+		return -1
 	}
 	for _, k := range fp.Keys() {
 		if seq < c.slot[slotOf(k)] {
-			return false
+			return refusedWrite
 		}
 	}
-	return true
+	return -1
 }
 
 // sharedValue is a result in the bucket.
@@ -131,11 +154,17 @@ func (v sharedValue) footprint() policy.Footprint {
 	return fp
 }
 
+// shareJob is a put or a purge waiting for the sharer.
 type shareJob struct {
-	key   string        // put: the bucket key
-	value []byte        // put: the value
-	ttl   time.Duration // put
-	purge []string      // purge: subjects of the bucket's stream
+	key   string   // put: the bucket key
+	value []byte   // put: the value
+	purge []string // purge: subjects of the bucket's stream
+
+	// put: what the value is valid at, checked again when it is sent.
+	backend string
+	mark    engine.Mark
+	fp      policy.Footprint
+	expires time.Time
 }
 
 // results is the fleet's side of shared results. Its fields other than
@@ -249,9 +278,8 @@ func (f *Fleet) Share(backend string, key callkey.Key, r engine.SharedResult, ma
 		f.stats.shareTooBig.Add(1)
 		return
 	}
-	// Kept in the bucket a whole second more at most; readers check the
-	// exact expiry.
-	f.enqueue(shareJob{key: f.resultKey(backend, key, r.Footprint), value: data, ttl: ttl.Truncate(time.Second) + time.Second})
+	f.enqueue(shareJob{key: f.resultKey(backend, key, r.Footprint), value: data,
+		backend: backend, mark: mark, fp: r.Footprint, expires: r.Expires})
 }
 
 // purgeResults purges from the bucket the results a write of ef on backend
@@ -329,58 +357,192 @@ func (f *Fleet) Lookup(ctx context.Context, backend string, key callkey.Key, fp 
 		return engine.SharedResult{}, false
 	}
 	now := time.Now()
+	why := -1
 	f.mu.Lock()
-	c := f.res.clocks[backend]
-	ok := f.synced && c != nil && v.Epoch == f.res.epoch && now.UnixNano() < v.Expires &&
-		(f.noResultCheck || c.validLocked(v.Seq, v.footprint()))
+	switch c := f.res.clocks[backend]; {
+	case !f.synced || c == nil:
+		why = refusedDown
+	case v.Epoch != f.res.epoch:
+		why = refusedEpoch
+	case now.UnixNano() >= v.Expires:
+		why = refusedExpired
+	case !f.noResultCheck:
+		why = c.checkLocked(v.Seq, v.footprint())
+	}
 	f.mu.Unlock()
-	if !ok {
-		f.stats.sharedRefused.Add(1)
+	if why >= 0 {
+		f.stats.sharedRefused[why].Add(1)
 		return engine.SharedResult{}, false
 	}
 	f.stats.sharedHits.Add(1)
 	return engine.SharedResult{Output: v.Output, Raw: v.Raw, Took: time.Duration(v.TookNS), Expires: time.Unix(0, v.Expires), Footprint: fp}, true
 }
 
-// sharer sends the queued puts and purges, until Close.
+// sharer sends the queued puts and purges, until Close: all those
+// waiting at once, coalesced (sendShares).
+//
+// Issue 25: sent one request at a time, a replica's puts and purges came
+// at a higher rate than one round trip each could carry under load (two
+// cores at a load of 15, -race): the queue grew by about 70 jobs every 450
+// sessions and never drained, so every result reached the bucket hundreds
+// of announcements after its mark, where every reader refused it (a write
+// since). Coalesced, a batch costs a request per distinct purge subject and
+// a pipelined put per distinct result still valid, however many writes and
+// results queued behind a slow one.
 func (f *Fleet) sharer() {
+	batch := make([]shareJob, 0, shareQueue)
 	for {
-		var j shareJob
 		select {
 		case <-f.stop:
 			return
-		case j = <-f.res.queue:
+		case j := <-f.res.queue:
+			batch = append(batch[:0], j)
 		}
+	drain:
+		for len(batch) < shareQueue {
+			select {
+			case j := <-f.res.queue:
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		f.sendShares(batch)
+		clear(batch) // the values are not kept until the next batch
+	}
+}
+
+// sendShares sends a batch of puts and purges, in effect in their order:
+// the purges (each subject once), then the puts that no later purge of the
+// batch covers, the last of each key, if its result is still valid here
+// (a put older than a write this replica applied would be refused by every
+// reader: it is not sent).
+func (f *Fleet) sendShares(batch []shareJob) {
+	f.mu.Lock()
+	kv := f.res.kv
+	f.mu.Unlock()
+	if kv == nil || !f.up.Load() {
+		f.stats.shareDropped.Add(int64(len(batch)))
+		return
+	}
+	subjects, purges, puts := f.coalesce(batch)
+	f.stats.shareSuperseded.Add(int64(len(batch) - purges - len(puts)))
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.AnnounceTimeout)
+	defer cancel()
+	if len(subjects) > 0 {
+		var err error
+		for _, subj := range subjects {
+			if err = f.purgeSubject(ctx, subj); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			f.stats.shareDropped.Add(int64(purges))
+			f.opts.Logger.Debug("fleet: purging shared results", "fleet", f.opts.Name, "err", err)
+		} else {
+			f.stats.sharedPurges.Add(int64(purges))
+		}
+	}
+	now := time.Now()
+	var acks []jetstream.PubAckFuture
+	for _, j := range puts {
 		f.mu.Lock()
-		kv := f.res.kv
+		c := f.res.clocks[j.backend]
+		valid := c != nil && j.mark.Epoch == f.res.epoch && now.Before(j.expires) && c.checkLocked(j.mark.Seq, j.fp) < 0
 		f.mu.Unlock()
-		if kv == nil || !f.up.Load() {
-			f.stats.shareDropped.Add(1)
+		if !valid {
+			f.stats.shareSuperseded.Add(1)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.AnnounceTimeout)
-		var err error
-		if j.purge != nil {
-			for _, s := range j.purge {
-				if err = f.purgeSubject(ctx, s); err != nil {
-					break
-				}
-			}
-			if err == nil {
-				f.stats.sharedPurges.Add(1)
-			}
-		} else {
-			_, err = f.js.Publish(ctx, f.bucketSubject()+j.key, j.value, jetstream.WithMsgTTL(j.ttl))
-			if err == nil {
-				f.stats.sharedPuts.Add(1)
-			}
-		}
-		cancel()
+		// Kept in the bucket a whole second more at most; readers check
+		// the exact expiry.
+		ttl := j.expires.Sub(now).Truncate(time.Second) + time.Second
+		a, err := f.sharejs.PublishAsync(f.bucketSubject()+j.key, j.value, jetstream.WithMsgTTL(ttl))
 		if err != nil {
 			f.stats.shareDropped.Add(1)
 			f.opts.Logger.Debug("fleet: sharing a result", "fleet", f.opts.Name, "err", err)
+			continue
+		}
+		acks = append(acks, a)
+	}
+	for i, a := range acks {
+		select {
+		case <-a.Ok():
+			f.stats.sharedPuts.Add(1)
+		case err := <-a.Err():
+			f.stats.shareDropped.Add(1)
+			f.opts.Logger.Debug("fleet: sharing a result", "fleet", f.opts.Name, "err", err)
+		case <-ctx.Done():
+			// Not acknowledged in time: counted as dropped (they may
+			// still land, checked by their readers as any other); the
+			// futures end with sharejs's async publish timeout.
+			f.stats.shareDropped.Add(int64(len(acks) - i))
+			return
+		case <-f.stop:
+			return
 		}
 	}
+}
+
+// coalesce returns what a batch of puts and purges comes to, in effect:
+// the subjects to purge (each once), how many writes they purge for, and
+// the puts to send after them: the last of each key, unless a later purge
+// of the batch covers it.
+func (f *Fleet) coalesce(batch []shareJob) (subjects []string, purges int, puts []shareJob) {
+	seen := make(map[string]bool)
+	last := make(map[string]int)               // key → its last put in batch
+	groups := make(map[string]map[string]bool) // TOKEN.GROUP → keys of last
+	pre := f.bucketSubject()
+	for i, j := range batch {
+		if j.purge == nil {
+			last[j.key] = i
+			g := j.key[:strings.LastIndexByte(j.key, '.')]
+			if groups[g] == nil {
+				groups[g] = make(map[string]bool)
+			}
+			groups[g][j.key] = true
+			continue
+		}
+		purges++
+		for _, subj := range j.purge {
+			if !seen[subj] {
+				seen[subj] = true
+				subjects = append(subjects, subj)
+			}
+			// The puts before it that it purges would not survive it.
+			if g, ok := strings.CutSuffix(strings.TrimPrefix(subj, pre), ".*"); ok {
+				for key := range groups[g] {
+					delete(last, key)
+				}
+				delete(groups, g)
+				continue
+			}
+			for key := range last {
+				if subjectMatches(subj, pre+key) {
+					delete(last, key)
+				}
+			}
+		}
+	}
+	for i, j := range batch {
+		if k, ok := last[j.key]; ok && k == i && j.purge == nil {
+			puts = append(puts, j)
+		}
+	}
+	return subjects, purges, puts
+}
+
+// subjectMatches reports whether subj matches the pattern of a purge
+// (purgeSubjects: one ending in ">" or ".*").
+func subjectMatches(pattern, subj string) bool {
+	if p, ok := strings.CutSuffix(pattern, ">"); ok {
+		return strings.HasPrefix(subj, p)
+	}
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		rest, ok := strings.CutPrefix(subj, p)
+		return ok && rest != "" && !strings.Contains(rest, ".")
+	}
+	return pattern == subj
 }
 
 func (f *Fleet) purgeSubject(ctx context.Context, subj string) error {

@@ -97,9 +97,16 @@ type FleetStats struct {
 	FencesRefused map[string]int64 `json:"fences_refused"`
 	Resyncs       int64            `json:"resyncs"`
 	// SharedResults counts results of shared tools through the fleet's
-	// bucket: hits (reused from it), refused (found but a write since,
-	// expired), puts, purges, dropped (not sent), too_big (kept local).
+	// bucket: hits (reused from it), refused (found but not vouched for:
+	// SharedRefused), puts, purges, dropped (not sent), too_big (kept
+	// local), superseded (not sent: a later put of the same result, or a
+	// write since its mark, came first).
 	SharedResults map[string]int64 `json:"shared_results"`
+	// SharedRefused splits shared_results.refused by reason: write (a
+	// write applied since the result's mark may change it), resync (valid
+	// only before this replica's last resync), epoch (of a stream the
+	// server lost), expired, down (this replica not caught up).
+	SharedRefused map[string]int64 `json:"shared_refused"`
 	// Learning is the replica's part in the fleet's learning; nil when
 	// its pool does not learn.
 	Learning *FleetLearningStats `json:"learning,omitempty"`

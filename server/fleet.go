@@ -81,7 +81,8 @@ func fleetStats(f *fleet.Fleet, lrn *fleet.Learning) func() *httpapi.FleetStats 
 			FencesRefused: map[string]int64{"down": st.FenceDown, "absent": st.FenceAbsent, "timeout": st.FenceMissed},
 			Resyncs:       st.Resyncs,
 			SharedResults: map[string]int64{"hits": st.SharedHits, "refused": st.SharedRefused, "puts": st.SharedPuts,
-				"purges": st.SharedPurges, "dropped": st.ShareDropped, "too_big": st.ShareTooBig},
+				"purges": st.SharedPurges, "dropped": st.ShareDropped, "too_big": st.ShareTooBig, "superseded": st.ShareSuperseded},
+			SharedRefused: st.SharedRefusedBy,
 		}
 	}
 }
