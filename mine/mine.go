@@ -121,11 +121,19 @@ type miner struct {
 	events []mevent
 	sess   []int32 // per session: index of its first event in events
 	wins   []window
-	cands  [][]rawCand          // per target event
-	bodyMu sync.Mutex           // protects bodies
-	bodies map[string]int32     // bodyKey → rawCand.body
-	bySig  []map[int32][]int32  // per session: signature → its events, ascending
-	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
+	// Per target event, its raw candidates, one argument after another
+	// in the order of its args, and where each argument's end.
+	cands    [][]candRef
+	candEnds [][]int32
+	bodyMu   sync.Mutex       // protects bodies, shapes and identifying
+	bodies   map[string]int32 // bodyKey → candRef.body (during discovery)
+	// Per body number: a raw candidate with that body (its arg, back and
+	// recent are one call's), and whether the privacy rule leaves its
+	// constant frame out (pattern.Identifying).
+	shapes      []rawCand
+	identifying []bool
+	bySig       []map[int32][]int32  // per session: signature → its events, ascending
+	byCall      []map[uint64][]int32 // per session: call hash → its events, ascending
 }
 
 type mevent struct {
@@ -342,15 +350,30 @@ func (m *miner) body(rc *rawCand) int32 {
 		}
 		id = int32(len(m.bodies))
 		m.bodies[k] = id
+		m.shapes = append(m.shapes, *rc)
+		m.identifying = append(m.identifying, pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix))
 	}
 	return id
+}
+
+// candRef is a raw candidate as kept for Phase II: what depends on the
+// call it explains, and the number of the rest (miner.shapes). A
+// rawCand is about 180 bytes with a dozen pointers for the collector to
+// follow; there are hundreds of thousands of them (605,000 on both shared
+// files), sharing a few ten thousand bodies.
+type candRef struct {
+	back   int32 // rawCand.back
+	body   int32
+	recent bool // rawCand.recent
+	list   bool // rawCand.isList
 }
 
 // discover finds the raw candidates of every target call, sessions on
 // o.Workers workers (each session's events are its own, and what is found
 // in one session does not depend on another).
 func (m *miner) discover() {
-	m.cands = make([][]rawCand, len(m.events))
+	m.cands = make([][]candRef, len(m.events))
+	m.candEnds = make([][]int32, len(m.events))
 	var next atomic.Int64 // the next session to take
 	var wg sync.WaitGroup
 	for range min(m.o.Workers, max(len(m.sess), 1)) {
@@ -417,7 +440,8 @@ func (m *miner) discoverSession(si int) {
 			}
 		}
 		var out []rawCand
-		for _, a := range me.args {
+		ends := make([]int32, len(me.args))
+		for ai, a := range me.args {
 			start := len(out)
 			for _, s := range srcs {
 				from := len(out)
@@ -439,10 +463,13 @@ func (m *miner) discoverSession(si int) {
 				}
 			}
 			out = joinAcross(out, start, bases)
+			ends[ai] = int32(len(out))
 		}
+		refs := make([]candRef, len(out))
 		for i := range out {
-			out[i].body = m.body(&out[i])
+			rc := &out[i]
+			refs[i] = candRef{back: rc.back, body: m.body(rc), recent: rc.recent, list: rc.isList()}
 		}
-		m.cands[t] = out
+		m.cands[t], m.candEnds[t] = refs, ends
 	}
 }

@@ -338,7 +338,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 	// counted is a mapping being counted; its argCand is built only if it
 	// explains at least two calls (most explain one).
 	type counted struct {
-		rc    *rawCand // the first raw candidate found with this key
+		body  int32 // of the first raw candidate found with this key
 		key   rawKey
 		count int
 		last  int // the last call counted, to count each call once
@@ -355,8 +355,18 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 		oc := c.occs[i]
 		w := &m.wins[oc.win]
 		t := int(w.target)
-		for _, a := range m.events[t].args {
+		me := &m.events[t]
+		ends := m.candEnds[t]
+		var rcs []candRef // arg's raw candidates at t
+		for ai, a := range me.args {
 			if a.name == arg {
+				if ai < len(ends) {
+					start := int32(0)
+					if ai > 0 {
+						start = ends[ai-1]
+					}
+					rcs = m.cands[t][start:ends[ai]]
+				}
 				cc := consts[string(a.value)]
 				if cc == nil {
 					cc = &constCount{last: -1}
@@ -387,12 +397,9 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 			}
 			return 0, false
 		}
-		for k := range m.cands[t] {
-			rc := &m.cands[t][k]
-			if rc.arg != arg {
-				continue
-			}
-			if !m.o.KeepValues && (pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix)) {
+		for k := range rcs {
+			rc := &rcs[k]
+			if !m.o.KeepValues && m.identifying[rc.body] {
 				// The privacy rule (pattern.Identifying): another
 				// mapping (two sources, a list) may derive it instead.
 				continue
@@ -411,7 +418,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				keys[n] = rawKey{sig: src, body: rc.body}
 				n++
 			}
-			if rc.isList() {
+			if rc.list {
 				keys[n] = rawKey{sig: src, ctx: everyRef, body: rc.body}
 				n++
 			}
@@ -422,7 +429,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				}
 				f, ok := found[id]
 				if !ok {
-					f = &counted{rc: rc, key: key, last: -1}
+					f = &counted{body: rc.body, key: key, last: -1}
 					found[id] = f
 					order = append(order, id)
 				}
@@ -441,14 +448,15 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				sg := m.c.Signature(f.key.sig)
 				r.Sig = &sg
 			}
-			ac := candFromRaw(f.rc, r)
+			rc := &m.shapes[f.body]
+			ac := candFromRaw(rc, arg, r)
 			if f.key.sig >= 0 {
 				ac.srcSig = f.key.sig
 			}
-			if f.rc.baseSig > 0 {
-				sg := m.c.Signature(f.rc.baseSig)
+			if rc.baseSig > 0 {
+				sg := m.c.Signature(rc.baseSig)
 				ac.m.Base.From = &pattern.Ref{Sig: &sg}
-				ac.baseSig = f.rc.baseSig
+				ac.baseSig = rc.baseSig
 			}
 			ac.count = f.count
 			out = append(out, ac)
@@ -549,7 +557,7 @@ func complexity(ac *argCand) int {
 // rawKey identifies the mapping a raw candidate gives with an event: the
 // event as the mapping names it (a context element, or the most recent
 // event of a signature, or a list in every recent event of one) and the
-// candidate's place in it (rawCand.body). It is built for every raw
+// candidate's place in it (candRef.body). It is built for every raw
 // candidate of every call at every context the call follows, so it holds
 // numbers, not strings.
 type rawKey struct {
@@ -612,8 +620,10 @@ func patternComplexity(pt *pattern.Pattern) int {
 // from every recent event of the signature (pattern.ListSource.Every).
 const everyRef = -1
 
-func candFromRaw(rc *rawCand, r pattern.Ref) *argCand {
-	mp := pattern.Mapping{Arg: rc.arg, Part: rc.part, Path: rc.path, Text: rc.sel, Norm: rc.norm, Prefix: rc.prefix, Suffix: rc.suffix}
+// candFromRaw builds the mapping for arg of a raw candidate's body,
+// reading the event r names.
+func candFromRaw(rc *rawCand, arg string, r pattern.Ref) *argCand {
+	mp := pattern.Mapping{Arg: arg, Part: rc.part, Path: rc.path, Text: rc.sel, Norm: rc.norm, Prefix: rc.prefix, Suffix: rc.suffix}
 	if rc.basePart != "" {
 		mp.Base = &pattern.Base{Part: rc.basePart, Path: rc.basePath, Text: rc.baseSel}
 	}

@@ -220,7 +220,6 @@ type rawCand struct {
 	basePart, basePath string
 	baseSel            *pattern.TextSel // a line or token of the base's string
 	baseSig            int32
-	body               int32 // the number of bodyKey(this) in the miner
 }
 
 func (rc *rawCand) isList() bool { return rc.list != "" || rc.lines }
