@@ -125,8 +125,8 @@ type miner struct {
 	// in the order of its args, and where each argument's end.
 	cands    [][]candRef
 	candEnds [][]int32
-	bodyMu   sync.Mutex       // protects bodies, shapes and identifying
-	bodies   map[string]int32 // bodyKey → candRef.body (during discovery)
+	bodyMu   sync.Mutex        // protects bodies, shapes and identifying
+	bodies   map[bodyKey]int32 // → candRef.body (during discovery)
 	// Per body number: a raw candidate with that body (its arg, back and
 	// recent are one call's), and whether the privacy rule leaves its
 	// constant frame out (pattern.Identifying).
@@ -218,6 +218,8 @@ type worker struct {
 	vals valueCache
 	memo contextMemo // what was validated after the context being mined
 	outs outcomeCache
+	// Scratch of argCandidates.
+	scratch argScratch
 	// Scratch of validate.
 	refs    []int
 	evCands []pattern.Candidate
@@ -340,13 +342,13 @@ const maxCandsPerArg = 96
 // sessions are discovered in, which workers make vary: they are only
 // compared, never ordered, so the pool does not depend on them.
 func (m *miner) body(rc *rawCand) int32 {
-	k := bodyKey(rc)
+	k := bodyKeyOf(rc)
 	m.bodyMu.Lock()
 	defer m.bodyMu.Unlock()
 	id, ok := m.bodies[k]
 	if !ok {
 		if m.bodies == nil {
-			m.bodies = make(map[string]int32)
+			m.bodies = make(map[bodyKey]int32)
 		}
 		id = int32(len(m.bodies))
 		m.bodies[k] = id

@@ -3,8 +3,6 @@ package mine
 import (
 	"encoding/json"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/ahead-dev/ahead/pattern"
 )
@@ -335,22 +333,18 @@ func (m *worker) target(oc occurrence) *mevent {
 // (indices into c.occs), naming their events relative to the context, and
 // the most frequent constant.
 func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand {
-	// counted is a mapping being counted; its argCand is built only if it
-	// explains at least two calls (most explain one).
-	type counted struct {
-		body  int32 // of the first raw candidate found with this key
-		key   rawKey
-		count int
-		last  int // the last call counted, to count each call once
+	found, counts := m.scratch.found, m.scratch.counts[:0]
+	if found == nil || len(found) > maxScratchEntries {
+		found = make(map[rawKey]int32)
+		m.scratch.found = found
 	}
-	found := make(map[rawKey]*counted)
-	var order []rawKey
-	// Per value: the calls that had it, and the sessions they were in.
-	type constCount struct {
-		calls, sessions int
-		last            int32 // the last session counted
+	clear(found)
+	consts := m.scratch.consts
+	if consts == nil || len(consts) > maxScratchEntries {
+		consts = make(map[string]*constCount)
+		m.scratch.consts = consts
 	}
-	consts := make(map[string]*constCount)
+	clear(consts)
 	for _, i := range hit {
 		oc := c.occs[i]
 		w := &m.wins[oc.win]
@@ -427,22 +421,23 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				if key.sig >= 0 {
 					id.ctx = 0
 				}
-				f, ok := found[id]
+				fi, ok := found[id]
 				if !ok {
-					f = &counted{body: rc.body, key: key, last: -1}
-					found[id] = f
-					order = append(order, id)
+					fi = int32(len(counts))
+					found[id] = fi
+					counts = append(counts, counted{body: rc.body, key: key, last: -1})
 				}
-				if f.last != i {
+				if f := &counts[fi]; f.last != i {
 					f.last = i
 					f.count++
 				}
 			}
 		}
 	}
+	m.scratch.counts = counts
 	var out []*argCand
-	for _, key := range order {
-		if f := found[key]; f.count >= 2 {
+	for fi := range counts {
+		if f := &counts[fi]; f.count >= 2 {
 			r := pattern.Ref{Ctx: f.key.ctx}
 			if f.key.sig >= 0 {
 				sg := m.c.Signature(f.key.sig)
@@ -513,6 +508,33 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 	return out
 }
 
+// argScratch is argCandidates' memory, reused from one call to the next.
+type argScratch struct {
+	found  map[rawKey]int32 // a mapping's key → its index in counts
+	counts []counted        // in the order first found
+	consts map[string]*constCount
+}
+
+// maxScratchEntries bounds the maps of argScratch kept for the next call
+// (clearing a map costs its size, whatever is left in it).
+const maxScratchEntries = 4096
+
+// counted is a mapping being counted; its argCand is built only if it
+// explains at least two calls (most explain one).
+type counted struct {
+	body  int32 // of the first raw candidate found with this key
+	key   rawKey
+	count int
+	last  int // the last call counted, to count each call once
+}
+
+// constCount counts a value: the calls that had it, and the sessions they
+// were in.
+type constCount struct {
+	calls, sessions int
+	last            int32 // the last session counted
+}
+
 // minConstSessions is the least number of sessions a constant must have
 // been seen in.
 const minConstSessions = 2
@@ -569,34 +591,34 @@ type rawKey struct {
 // bodyKey is the part of a raw candidate's identity that does not depend
 // on the context: where in its event the value was found and how it was
 // shaped.
-func bodyKey(rc *rawCand) string {
-	var b strings.Builder
-	for _, f := range []string{rc.part, rc.path, rc.list, rc.norm, rc.prefix, rc.suffix, rc.basePart, rc.basePath} {
-		b.WriteString(f)
-		b.WriteByte(0)
+type bodyKey struct {
+	part, path, list, norm, prefix, suffix, basePart, basePath string
+	baseSig                                                    int32
+	lines                                                      bool
+	sel, baseSel                                               selKey
+}
+
+// selKey is a pattern.TextSel as a key (set: there is one).
+type selKey struct {
+	set, token bool
+	line, tok  int
+}
+
+func selKeyOf(sel *pattern.TextSel) selKey {
+	if sel == nil {
+		return selKey{}
 	}
-	if rc.baseSig > 0 {
-		b.WriteString("base@")
-		b.WriteString(strconv.Itoa(int(rc.baseSig)))
-		b.WriteByte(0)
+	k := selKey{set: true, line: sel.Line}
+	if sel.Token != nil {
+		k.token, k.tok = true, *sel.Token
 	}
-	if rc.lines {
-		b.WriteString("lines\x00")
-	}
-	for i, sel := range []*pattern.TextSel{rc.sel, rc.baseSel} {
-		if sel == nil {
-			continue
-		}
-		if i == 1 {
-			b.WriteString("\x00base ")
-		}
-		b.WriteString(strconv.Itoa(sel.Line))
-		if sel.Token != nil {
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(*sel.Token))
-		}
-	}
-	return b.String()
+	return k
+}
+
+func bodyKeyOf(rc *rawCand) bodyKey {
+	return bodyKey{part: rc.part, path: rc.path, list: rc.list, norm: rc.norm, prefix: rc.prefix, suffix: rc.suffix,
+		basePart: rc.basePart, basePath: rc.basePath, baseSig: rc.baseSig, lines: rc.lines,
+		sel: selKeyOf(rc.sel), baseSel: selKeyOf(rc.baseSel)}
 }
 
 func patternComplexity(pt *pattern.Pattern) int {

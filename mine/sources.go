@@ -137,17 +137,38 @@ func walkJSON(x evIndex, part string, data []byte) {
 
 // addNorms indexes normalised forms of a string.
 func addNorms(x evIndex, s string, l loc) {
-	// Upper-casing is left out: it is rare, and indexing it for every
-	// token of every output would cost more than it finds.
-	for _, norm := range []string{pattern.NormLower, pattern.NormClean, pattern.NormBase, pattern.NormDir} {
+	var keys [len(indexedNorms)]string
+	addNormKeys(x, normKeys(&keys, s), l)
+}
+
+// indexedNorms are the normalisations indexed. Upper-casing is left out:
+// it is rare, and indexing it for every token of every output would cost
+// more than it finds.
+var indexedNorms = [...]string{pattern.NormLower, pattern.NormClean, pattern.NormBase, pattern.NormDir}
+
+// normKeys sets keys[k] to the key of s under indexedNorms[k], "" where
+// that form is not indexed, and returns keys.
+func normKeys(keys *[len(indexedNorms)]string, s string) *[len(indexedNorms)]string {
+	for k, norm := range indexedNorms {
+		keys[k] = ""
 		if (norm == pattern.NormClean || norm == pattern.NormBase || norm == pattern.NormDir) && !strings.Contains(s, "/") {
 			continue
 		}
 		n, _ := text.Normalize(s, norm)
 		if n != s && n != "" && n != "." && n != "/" {
+			keys[k] = rawjson.Quoted(n)
+		}
+	}
+	return keys
+}
+
+// addNormKeys indexes at l the forms normKeys gave.
+func addNormKeys(x evIndex, keys *[len(indexedNorms)]string, l loc) {
+	for k, key := range keys {
+		if key != "" {
 			l2 := l
-			l2.norm = norm
-			x.add(rawjson.Quoted(n), l2)
+			l2.norm = indexedNorms[k]
+			x.add(key, l2)
 		}
 	}
 }
@@ -169,12 +190,15 @@ func indexText(x evIndex, base loc, s string) {
 		}
 		for t, sp := range spans {
 			tok := line[sp.Start:sp.End]
+			key := rawjson.Quoted(tok)
+			var norms [len(indexedNorms)]string
+			normKeys(&norms, tok)
 			for _, ti := range []int{t, t - len(spans)} {
 				l := base
 				l.sel = &pattern.TextSel{Line: sel.Line, Token: &ti}
 				l.ntok = len(spans)
-				x.add(rawjson.Quoted(tok), l)
-				addNorms(x, tok, l)
+				x.add(key, l)
+				addNormKeys(x, &norms, l)
 			}
 		}
 	}
@@ -237,12 +261,30 @@ const maxEntryTokens = 3
 // constant (pattern.Identifying: "python3 ") be read from the session's
 // own earlier call, joined with a value of another.
 func findBase(x evIndex, prefix string) (loc, string, bool) {
-	var buf [128]byte
+	if len(prefix) < 2 {
+		return loc{}, "", false
+	}
+	// The canonical JSON of each start is the start of prefix's, closed:
+	// strings are escaped byte by byte (rawjson.AppendEscaped). off[i] is
+	// where prefix[:i] ends in the escaped prefix.
+	var bufA [256]byte
+	var offA [130]int32
+	buf, off := append(bufA[:0], '"'), offA[:0]
+	if len(prefix)+1 > len(offA) {
+		off = make([]int32, 0, len(prefix)+1)
+	}
+	for i := 0; i < len(prefix); i++ {
+		off = append(off, int32(len(buf)))
+		buf = rawjson.AppendEscaped(buf, prefix[i:i+1])
+	}
+	off = append(off, int32(len(buf)))
 	for i := len(prefix); i >= 2; i-- {
 		if i < len(prefix) && !isSeparator(prefix[i]) {
 			continue
 		}
-		key := rawjson.AppendQuoted(buf[:0], prefix[:i])
+		// Longest first: closing the key at off[i] overwrites only what
+		// longer starts used.
+		key := append(buf[:off[i]], '"')
 		sel := -1
 		for k, l := range x[string(key)] {
 			if l.norm != "" || (l.part != pattern.PartArgs && l.path == "") {
@@ -275,6 +317,20 @@ const maxTemplateLen = 256
 // findSources appends the raw candidates of value v (canonical JSON) of
 // argument arg found in an event's index.
 func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, recent bool) []rawCand {
+	// The places of a token share its prefix: its base is found once.
+	var base struct {
+		prefix string
+		l      loc
+		sep    string
+		ok     bool
+	}
+	findBaseOnce := func(prefix string) (loc, string, bool) {
+		if prefix != base.prefix {
+			base.prefix = prefix
+			base.l, base.sep, base.ok = findBase(x, prefix)
+		}
+		return base.l, base.sep, base.ok
+	}
 	add := func(l loc, prefix, suffix string) {
 		c := rawCand{arg: arg, back: back, recent: recent, part: l.part, path: l.path, sel: l.sel, norm: l.norm, prefix: prefix, suffix: suffix}
 		start := len(dst)
@@ -309,7 +365,7 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 		if prefix == "" {
 			return
 		}
-		if bl, sep, ok := findBase(x, prefix); ok {
+		if bl, sep, ok := findBaseOnce(prefix); ok {
 			for i, end := start, len(dst); i < end; i++ {
 				c2 := dst[i]
 				c2.basePart, c2.basePath, c2.baseSel, c2.prefix = bl.part, bl.path, bl.sel, sep
