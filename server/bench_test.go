@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -26,8 +27,8 @@ import (
 // that ask once (issue 23: they held 1 GiB until the write timeout), where
 // the 400 calls measure mostly the first seconds, while their answers are
 // produced and cut (the transient). It reports the p50, p99 and max of
-// the calls, and for the steady state how often the clients reading
-// nothing asked.
+// the calls, how many idle connections were closed a call, and for the
+// steady state how often the clients reading nothing asked.
 //
 //	go test ./server -run '^$' -bench NormalClients -benchtime 400x
 func BenchmarkNormalClients(b *testing.B) {
@@ -56,11 +57,15 @@ backends: {web: {http: {url: "`+tools.URL+`/tools/{tool}"}}}
 			var hostile sync.WaitGroup
 			stop := make(chan struct{})
 			defer func() { close(stop); hostile.Wait() }()
-			var asks atomic.Int64 // requests of the clients reading nothing
+			var asks atomic.Int64 // idle clients' connections made idle, requests of those reading nothing
 			switch load {
 			case "100 idle":
 				for range 100 {
-					hostile.Go(func() { idleForever(b, addr, stop) })
+					hostile.Go(func() { idleForever(addr, &asks, stop) })
+				}
+				// Measured once all 100 are idle.
+				for deadline := time.Now().Add(5 * time.Second); asks.Load() < 100 && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
 				}
 			case "100 not reading":
 				for i := range 100 {
@@ -97,7 +102,11 @@ backends: {web: {http: {url: "`+tools.URL+`/tools/{tool}"}}}
 				}
 				lat = append(lat, time.Since(start))
 			}
-			if load == "100 not reading" {
+			switch load {
+			case "100 idle":
+				// One per call: the idle connection closed for it.
+				b.ReportMetric(float64(asks.Load()-asked)/float64(len(lat)), "reconnects/call")
+			case "100 not reading":
 				b.ReportMetric(float64(asks.Load()-asked)/time.Since(began).Seconds(), "hostile-asks/s")
 			}
 			slices.Sort(lat)
@@ -150,8 +159,9 @@ func readNothing(addr string, i int, asks *atomic.Int64, stop <-chan struct{}) {
 }
 
 // idleForever keeps a keep-alive connection idle, opening another as soon
-// as the server closes it, until stop.
-func idleForever(b *testing.B, addr string, stop <-chan struct{}) {
+// as the server closes it, until stop. It counts in idle the connections
+// that became idle (their request answered).
+func idleForever(addr string, idle *atomic.Int64, stop <-chan struct{}) {
 	for {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -161,7 +171,15 @@ func idleForever(b *testing.B, addr string, stop <-chan struct{}) {
 		go func() { // owned: ends when c closes, joined below
 			defer close(done)
 			io.WriteString(c, "GET /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")
-			io.Copy(io.Discard, c) // the answer, then EOF when the server closes c
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			idle.Add(1)
+			io.Copy(io.Discard, br) // EOF when the server closes c
 		}()
 		select {
 		case <-done:
