@@ -84,6 +84,10 @@ type Options struct {
 	Stderr io.Writer
 	// Dial connects to HTTP backends; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CreateFleet creates the fleet's streams and buckets as a replica of
+	// the configuration does at start (with its bounds); false means the
+	// fleet is only read.
+	CreateFleet bool
 }
 
 // Check checks cfg. opts may be nil.
@@ -174,7 +178,7 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 	}
 
 	if cfg.Fleet != nil {
-		checkFleet(ctx, cfg.Fleet, cfg.Patterns != nil && cfg.Patterns.Learn, o.Timeout, add)
+		checkFleet(ctx, cfg.Fleet, cfg.Patterns != nil && cfg.Patterns.Learn, o.CreateFleet, o.Timeout, add)
 	}
 
 	checkModels(ctx, cfg, o, add)

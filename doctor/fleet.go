@@ -3,6 +3,7 @@ package doctor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,14 +14,18 @@ import (
 	"github.com/ahead-dev/ahead/fleet"
 )
 
-// checkFleet joins the fleet of fc as a replica would (creating its stream
-// if need be) and reports the stream; when the pool learns (learn), it
-// also takes its part in the fleet's learning as a replica would (creating
-// the trace stream and the pool store with a replica's bounds, which it
-// checks) and reports them. For an embedded server, it checks that its
-// address is free, its store directory usable and, when the pool learns,
-// that max_store can hold the learning's streams.
-func checkFleet(ctx context.Context, fc *config.Fleet, learn bool, timeout time.Duration, add func(Severity, string, string, ...any)) {
+// checkFleet joins the fleet of fc only to read (nothing is created or
+// changed on the server unless create) and reports its stream; when the
+// pool learns (learn), it also reports the fleet's learning resources. Each
+// must have the bounds a replica of this configuration sets (a replica
+// with other bounds, or a server that changed them, fails the check); one
+// not created yet is a warning (the first replica creates it), unless
+// create: then it is created as a replica creates it at start (with the
+// configured bounds, which it sets on those that exist). For an embedded
+// server, it checks that its address is free, its store directory usable
+// and, when the pool learns, that max_store can hold the learning's
+// streams.
+func checkFleet(ctx context.Context, fc *config.Fleet, learn, create bool, timeout time.Duration, add func(Severity, string, string, ...any)) {
 	if e := fc.Embedded; e != nil {
 		ln, err := net.Listen("tcp", e.Listen)
 		if err != nil {
@@ -51,35 +56,46 @@ func checkFleet(ctx context.Context, fc *config.Fleet, learn bool, timeout time.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	f, err := fleet.Join(ctx, &fleet.Options{URL: fc.URL, Name: fc.Name, MaxBytes: fc.MaxBytes, MaxAge: fc.MaxAge,
-		Replica: "doctor", MustConnect: true, Logger: slog.New(slog.DiscardHandler)})
+		Replica: "doctor", MustConnect: true, ReadOnly: !create, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		add(Fail, "fleet", "%v", err)
 		return
 	}
 	defer f.Close()
-	st, err := f.Stream(ctx)
-	if err != nil {
+	switch st, err := f.Stream(ctx); {
+	case errors.Is(err, fleet.ErrNotCreated):
+		add(Warn, "fleet", "joined %s; %v (the first replica creates it; ahead doctor --create-fleet creates it now)", f.URL(), err)
+	case err != nil:
 		add(Fail, "fleet", "%v", err)
 		return
+	default:
+		add(OK, "fleet", "joined %s; stream %s holds %d announcements (%d bytes; bounds %d bytes, %s)",
+			f.URL(), st.Name, st.Msgs, st.Bytes, st.MaxBytes, st.MaxAge)
 	}
-	add(OK, "fleet", "joined %s; stream %s holds %d announcements (%d bytes; bounds %d bytes, %s)",
-		f.URL(), st.Name, st.Msgs, st.Bytes, st.MaxBytes, st.MaxAge)
 	if learn {
-		checkFleetLearning(ctx, f, fc, add)
+		checkFleetLearning(ctx, f, fc, create, add)
 	}
 }
 
-// checkFleetLearning creates (or updates) the fleet's learning resources as
-// a replica whose pool learns does (server.learnWithFleet: the same
-// options), and reports them with their bounds.
-func checkFleetLearning(ctx context.Context, f *fleet.Fleet, fc *config.Fleet, add func(Severity, string, string, ...any)) {
-	lrn, err := f.Learning(ctx, &fleet.LearningOptions{ShareConversation: fc.ShareConversation, LeaseTTL: fc.LeaseTTL})
-	if err != nil {
-		add(Fail, "fleet", "learning: %v", err)
+// checkFleetLearning reads the fleet's learning resources with the bounds
+// of a replica whose pool learns (server.learnWithFleet: the same
+// options), after creating them as such a replica does when create, and
+// reports them.
+func checkFleetLearning(ctx context.Context, f *fleet.Fleet, fc *config.Fleet, create bool, add func(Severity, string, string, ...any)) {
+	lo := &fleet.LearningOptions{ShareConversation: fc.ShareConversation, LeaseTTL: fc.LeaseTTL}
+	if create {
+		lrn, err := f.Learning(ctx, lo)
+		if err != nil {
+			add(Fail, "fleet", "learning: %v", err)
+			return
+		}
+		defer lrn.Close()
+	}
+	st, err := f.LearningState(ctx, lo)
+	if errors.Is(err, fleet.ErrNotCreated) {
+		add(Warn, "fleet", "learning: %v (the first replica whose pool learns creates it; ahead doctor --create-fleet creates it now)", err)
 		return
 	}
-	defer lrn.Close()
-	st, err := lrn.State(ctx)
 	if err != nil {
 		add(Fail, "fleet", "learning: %v", err)
 		return

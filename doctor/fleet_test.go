@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,39 +54,49 @@ func TestCheckFleet(t *testing.T) {
 		t.Fatal("the only replica did not get the lease")
 	}
 	for _, tc := range []struct {
-		name  string
-		fc    *config.Fleet
-		learn bool
-		want  []string
+		name          string
+		fc            *config.Fleet
+		learn, create bool
+		want          []string
 	}{
-		{"joined", &config.Fleet{URL: srv.URL(), Name: "doc"}, false, []string{"ok fleet joined " + srv.URL() + "; stream doc_invalidations holds 0 announcements"}},
-		{"learning", &config.Fleet{URL: srv.URL(), Name: "doc"}, true, []string{
+		{"joined", &config.Fleet{URL: srv.URL(), Name: "doc"}, false, false, []string{"ok fleet joined " + srv.URL() + "; stream doc_invalidations holds 0 announcements"}},
+		{"not created", &config.Fleet{URL: srv.URL(), Name: "fresh"}, true, false, []string{
+			"warn fleet joined " + srv.URL() + "; fleet: stream fresh_invalidations: not created yet (the first replica creates it",
+			"warn fleet learning: fleet: stream fresh_traces: not created yet (the first replica whose pool learns creates it",
+		}},
+		{"learning created", &config.Fleet{URL: srv.URL(), Name: "doc"}, true, true, []string{
 			"ok fleet joined " + srv.URL(),
 			"ok fleet trace stream doc_traces holds 0 lines (0 bytes; bounds 268435456 bytes, 24h0m0s)",
 			"ok fleet pool store doc_pool holds 0 bytes (bound 135266304 bytes): no pool shared yet",
 			"ok fleet mining lease doc_lease expires 2m0s after its holder's last renewal: no replica mines now",
 		}},
-		{"lease held", &config.Fleet{URL: srv.URL(), Name: "held", LeaseTTL: 5 * time.Second}, true, []string{
+		{"lease held", &config.Fleet{URL: srv.URL(), Name: "held", LeaseTTL: 5 * time.Second}, true, false, []string{
 			"ok fleet mining lease held_lease expires 5s after its holder's last renewal: held by miner-1",
 		}},
-		{"learning refused", &config.Fleet{URL: small.URL(), Name: "small"}, true, []string{
+		{"other stream bounds", &config.Fleet{URL: srv.URL(), Name: "held", MaxBytes: 1 << 20, LeaseTTL: 5 * time.Second}, true, false, []string{
+			"FAIL fleet fleet: stream held_invalidations is bounded by 67108864 bytes and 10m0s on the server, want 1048576 bytes and 10m0s",
+		}},
+		{"other lease TTL", &config.Fleet{URL: srv.URL(), Name: "held", LeaseTTL: time.Minute}, true, false, []string{
+			"FAIL fleet learning: fleet: lease bucket held_lease expires a lease after 5s on the server, want 1m0s",
+		}},
+		{"learning refused", &config.Fleet{URL: small.URL(), Name: "small"}, true, true, []string{
 			"ok fleet joined " + small.URL(),
 			"FAIL fleet learning: fleet: creating stream small_traces",
 		}},
-		{"unreachable", &config.Fleet{URL: "nats://" + down}, false, []string{"FAIL fleet fleet: connecting to nats://" + down}},
-		{"embedded", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, false, []string{"ok fleet embedded server's store"}},
-		{"embedded learning", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, true, []string{
+		{"unreachable", &config.Fleet{URL: "nats://" + down}, false, false, []string{"FAIL fleet fleet: connecting to nats://" + down}},
+		{"embedded", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, false, false, []string{"ok fleet embedded server's store"}},
+		{"embedded learning", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}}, true, false, []string{
 			fmt.Sprintf("ok fleet embedded server's max_store (%d bytes) holds the fleet's learning (%d bytes)", fleet.DefaultMaxStore, fleet.StoreBytes(nil)),
 		}},
-		{"embedded store too small", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir(), MaxStore: 256 << 20}}, true, []string{
+		{"embedded store too small", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: "127.0.0.1:0", Dir: t.TempDir(), MaxStore: 256 << 20}}, true, false, []string{
 			"ok fleet embedded server's store",
 			"FAIL fleet embedded server's max_store (268435456 bytes) cannot hold the fleet's learning",
 		}},
-		{"embedded busy", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: ln.Addr().String(), Dir: t.TempDir()}}, false, []string{"FAIL fleet embedded server cannot listen on " + ln.Addr().String()}},
+		{"embedded busy", &config.Fleet{Embedded: &config.FleetEmbedded{Listen: ln.Addr().String(), Dir: t.TempDir()}}, false, false, []string{"FAIL fleet embedded server cannot listen on " + ln.Addr().String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			checkFleet(t.Context(), tc.fc, tc.learn, 5*time.Second, func(s Severity, subject, format string, args ...any) {
+			checkFleet(t.Context(), tc.fc, tc.learn, tc.create, 5*time.Second, func(s Severity, subject, format string, args ...any) {
 				got = append(got, s.String()+" "+subject+" "+fmt.Sprintf(format, args...))
 			})
 			t.Logf("%q", got)
@@ -98,5 +109,31 @@ func TestCheckFleet(t *testing.T) {
 				t.Errorf("findings %q: the trace stream checked for a pool that does not learn", got)
 			}
 		})
+	}
+
+	// Checking wrote nothing: the fleet never created is still not, and
+	// the bounds of the one whose replica set others are still that
+	// replica's (a check with other bounds used to set its own).
+	look, err := fleet.Join(t.Context(), &fleet.Options{URL: srv.URL(), Name: "fresh", ReadOnly: true, MustConnect: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer look.Close()
+	if _, err := look.Stream(t.Context()); !errors.Is(err, fleet.ErrNotCreated) {
+		t.Errorf("fleet fresh's stream after the checks: %v, want %v", err, fleet.ErrNotCreated)
+	}
+	if _, err := look.LearningState(t.Context(), nil); !errors.Is(err, fleet.ErrNotCreated) {
+		t.Errorf("fleet fresh's learning after the checks: %v, want %v", err, fleet.ErrNotCreated)
+	}
+	held, err := fleet.Join(t.Context(), &fleet.Options{URL: srv.URL(), Name: "held", ReadOnly: true, MustConnect: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := held.Stream(t.Context()); err != nil {
+		t.Errorf("fleet held's stream after the checks: %v", err)
+	}
+	if _, err := held.LearningState(t.Context(), &fleet.LearningOptions{LeaseTTL: 5 * time.Second}); err != nil {
+		t.Errorf("fleet held's learning after the checks: %v", err)
 	}
 }

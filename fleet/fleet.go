@@ -108,6 +108,9 @@ type Options struct {
 	// check: ahead doctor). False means a replica that cannot reach it yet
 	// serves without it (fail closed) and joins when it comes up.
 	MustConnect bool
+	// ReadOnly joins only to read (a check: ahead doctor): Join creates
+	// and updates nothing on the server, and Start does nothing.
+	ReadOnly bool
 	// Embedded, if set, runs the server in this process (and joins it).
 	Embedded *Embedded
 	// Name prefixes the fleet's stream and subjects; it must match
@@ -405,7 +408,7 @@ func Join(ctx context.Context, opts *Options) (*Fleet, error) {
 		// Not reachable yet (nats.Connect tried once): the keeper makes
 		// the stream once it is.
 		o.Logger.Warn("fleet unreachable: serving without it (shared-state results are not reused) until it is up", "fleet", o.Name, "url", url)
-	} else if err := f.ensureStream(ctx); err != nil {
+	} else if err := f.ensureStreamUnless(ctx, o.ReadOnly); err != nil {
 		f.nc.Close()
 		f.shutdownServer()
 		return nil, err
@@ -542,7 +545,7 @@ func (f *Fleet) subject(backend string) string {
 // consuming them. Fences fail until the consumer runs.
 func (f *Fleet) Start(app Applier) {
 	f.mu.Lock()
-	if f.app != nil || f.closed {
+	if f.app != nil || f.closed || f.opts.ReadOnly {
 		f.mu.Unlock()
 		return
 	}
@@ -581,7 +584,9 @@ func (f *Fleet) Close() {
 	if cc != nil {
 		cc.Stop()
 	}
-	f.bye()
+	if !f.opts.ReadOnly {
+		f.bye()
+	}
 	f.nc.Close()
 	f.shutdownServer()
 }

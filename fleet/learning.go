@@ -161,7 +161,7 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 	if o.MaxLine > maxPayload {
 		return nil, fmt.Errorf("fleet: max line %d exceeds the server's payload limit %d", o.MaxLine, maxPayload)
 	}
-	l := &Learning{f: f, opts: o, stream: f.opts.Name + "_traces", lines: make(chan *queued, o.Queue), stop: make(chan struct{})}
+	l := &Learning{f: f, opts: o, stream: f.tracesStream(), lines: make(chan *queued, o.Queue), stop: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -181,7 +181,7 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 		return nil, fmt.Errorf("fleet: creating stream %s: %w", l.stream, err)
 	}
 	l.lease, err = f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       f.opts.Name + "_lease",
+		Bucket:       f.leaseBucket(),
 		Description:  "ahead: which replica of fleet " + f.opts.Name + " mines",
 		History:      1,
 		TTL:          o.LeaseTTL,
@@ -193,7 +193,7 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 		return nil, fmt.Errorf("fleet: creating the lease bucket: %w", err)
 	}
 	l.pools, err = f.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      f.opts.Name + "_pool",
+		Bucket:      f.poolBucket(),
 		Description: "ahead: the pattern pool of fleet " + f.opts.Name,
 		MaxBytes:    poolStoreMax(o),
 		Storage:     jetstream.FileStorage,
@@ -205,6 +205,10 @@ func (f *Fleet) Learning(ctx context.Context, opts *LearningOptions) (*Learning,
 	l.wg.Go(l.publisher)
 	return l, nil
 }
+
+func (f *Fleet) tracesStream() string { return f.opts.Name + "_traces" }
+func (f *Fleet) leaseBucket() string  { return f.opts.Name + "_lease" }
+func (f *Fleet) poolBucket() string   { return f.opts.Name + "_pool" }
 
 // poolStoreMax bounds the pool store: the new pool's chunks are written
 // before the old one's are purged, and chunking adds a little.

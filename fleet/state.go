@@ -19,13 +19,36 @@ type StreamState struct {
 	FirstSeq, Last uint64
 }
 
-// Stream returns the invalidation stream's state, read from the server.
+// ErrNotCreated: a stream or bucket of the fleet does not exist on the
+// server (yet: a replica creates it when it starts).
+var ErrNotCreated = errors.New("not created yet")
+
+// ensureStreamUnless creates (or updates) the invalidation stream, unless
+// readOnly.
+func (f *Fleet) ensureStreamUnless(ctx context.Context, readOnly bool) error {
+	if readOnly {
+		return nil
+	}
+	return f.ensureStream(ctx)
+}
+
+// Stream returns the invalidation stream's state, read from the server,
+// and fails if its bounds are not those this replica sets (MaxBytes,
+// MaxAge), or with ErrNotCreated if it does not exist.
 func (f *Fleet) Stream(ctx context.Context) (StreamState, error) {
-	return f.streamState(ctx, f.stream)
+	st, err := f.streamState(ctx, f.stream)
+	if err == nil && (st.MaxBytes != f.opts.MaxBytes || st.MaxAge != f.opts.MaxAge) {
+		err = fmt.Errorf("fleet: stream %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
+			st.Name, st.MaxBytes, st.MaxAge, f.opts.MaxBytes, f.opts.MaxAge)
+	}
+	return st, err
 }
 
 func (f *Fleet) streamState(ctx context.Context, name string) (StreamState, error) {
 	s, err := f.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		err = ErrNotCreated
+	}
 	if err != nil {
 		return StreamState{}, fmt.Errorf("fleet: stream %s: %w", name, err)
 	}
@@ -58,49 +81,76 @@ type LearningState struct {
 // this replica set (Fleet.Learning):
 // another replica with other limits, or a server that changed them.
 func (l *Learning) State(ctx context.Context) (LearningState, error) {
+	return l.f.LearningState(ctx, &l.opts)
+}
+
+// LearningState reads the fleet's learning resources from the server as
+// State does, without creating or changing any (ahead doctor), against the
+// bounds that a replica's Learning with opts (nil: the defaults) sets; it
+// fails with ErrNotCreated for one that does not exist.
+func (f *Fleet) LearningState(ctx context.Context, opts *LearningOptions) (LearningState, error) {
+	var o LearningOptions
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var st LearningState
 	var err error
-	if st.Traces, err = l.f.streamState(ctx, l.stream); err != nil {
+	if st.Traces, err = f.streamState(ctx, f.tracesStream()); err != nil {
 		return st, err
 	}
-	if st.Traces.MaxBytes != l.opts.MaxBytes || st.Traces.MaxAge != l.opts.MaxAge {
+	if st.Traces.MaxBytes != o.MaxBytes || st.Traces.MaxAge != o.MaxAge {
 		return st, fmt.Errorf("fleet: stream %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
-			st.Traces.Name, st.Traces.MaxBytes, st.Traces.MaxAge, l.opts.MaxBytes, l.opts.MaxAge)
+			st.Traces.Name, st.Traces.MaxBytes, st.Traces.MaxAge, o.MaxBytes, o.MaxAge)
 	}
-	status, err := l.pools.Status(ctx)
+	pools, err := f.js.ObjectStore(ctx, f.poolBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		err = ErrNotCreated
+	}
+	if err != nil {
+		return st, fmt.Errorf("fleet: the pool store %s: %w", f.poolBucket(), err)
+	}
+	status, err := pools.Status(ctx)
 	if err != nil {
 		return st, fmt.Errorf("fleet: the pool store: %w", err)
 	}
 	st.PoolStore = status.Bucket()
 	// The store is a stream of its own (OBJ_BUCKET), where its bound is.
-	backing, err := l.f.streamState(ctx, "OBJ_"+status.Bucket())
+	backing, err := f.streamState(ctx, "OBJ_"+status.Bucket())
 	if err != nil {
 		return st, err
 	}
 	st.PoolStoreBytes, st.PoolStoreMax = backing.Bytes, backing.MaxBytes
-	if want := poolStoreMax(l.opts); st.PoolStoreMax != want {
+	if want := poolStoreMax(o); st.PoolStoreMax != want {
 		return st, fmt.Errorf("fleet: pool store %s is bounded by %d bytes on the server, want %d", st.PoolStore, st.PoolStoreMax, want)
 	}
-	ls, err := l.lease.Status(ctx)
+	lease, err := f.js.KeyValue(ctx, f.leaseBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		err = ErrNotCreated
+	}
+	if err != nil {
+		return st, fmt.Errorf("fleet: the lease bucket %s: %w", f.leaseBucket(), err)
+	}
+	ls, err := lease.Status(ctx)
 	if err != nil {
 		return st, fmt.Errorf("fleet: the lease bucket: %w", err)
 	}
 	st.Lease, st.LeaseTTL = ls.Bucket(), ls.TTL()
 	// A lease without expiry would let a miner that died holding it
 	// stop the fleet's learning for good.
-	if st.LeaseTTL != l.opts.LeaseTTL {
-		return st, fmt.Errorf("fleet: lease bucket %s expires a lease after %s on the server, want %s", st.Lease, st.LeaseTTL, l.opts.LeaseTTL)
+	if st.LeaseTTL != o.LeaseTTL {
+		return st, fmt.Errorf("fleet: lease bucket %s expires a lease after %s on the server, want %s", st.Lease, st.LeaseTTL, o.LeaseTTL)
 	}
-	switch e, err := l.lease.Get(ctx, leaseKey); {
+	switch e, err := lease.Get(ctx, leaseKey); {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
 		return st, fmt.Errorf("fleet: reading the lease: %w", err)
 	default:
 		st.Miner = string(e.Value())
 	}
-	info, err := l.pools.GetInfo(ctx, poolObject)
+	info, err := pools.GetInfo(ctx, poolObject)
 	switch {
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 	case err != nil:
