@@ -615,19 +615,48 @@ func fitWeights(ins []instance) []float64 {
 	if len(ins) == 0 {
 		return w
 	}
+	// The candidates' nonzero features only, in feature order: about 8
+	// of 21. A zero feature adds a zero to a sum that is never -0 (it
+	// starts at +0, and round-to-nearest gives +0 for x-x), which
+	// changes nothing: the weights are the same, bit for bit, as the
+	// dense sums', in less than half the time.
+	type feat struct {
+		f int
+		v float64
+	}
+	var fs []feat
+	ends := make([]int32, 0, len(ins)) // candidate k's features end at fs[ends[k]]
+	for _, in := range ins {
+		for i := range in.x {
+			for f, v := range in.x[i] {
+				if v != 0 {
+					fs = append(fs, feat{f, v})
+				}
+			}
+			ends = append(ends, int32(len(fs)))
+		}
+	}
 	g := make([]float64, nFeat)
 	h := make([]float64, nFeat)
 	var p []float64
 	const l2, rate = 1e-3, 0.3
 	for it := 0; it < 120; it++ {
 		clear(g)
+		k := 0 // the first candidate of the instance
 		for _, in := range ins {
 			p = p[:0]
 			z, best := 1.0, 0.0
-			// By index: ranging over the values would copy each
-			// candidate's features (nFeat float64s) twice a pass.
+			from := 0
+			if k > 0 {
+				from = int(ends[k-1])
+			}
+			start := from
 			for i := range in.x {
-				s := dot(w, in.x[i][:])
+				var s float64
+				for _, e := range fs[from:ends[k+i]] {
+					s += w[e.f] * e.v
+				}
+				from = int(ends[k+i])
 				best = max(best, s)
 				p = append(p, s)
 			}
@@ -636,16 +665,18 @@ func fitWeights(ins []instance) []float64 {
 				p[i] = math.Exp(p[i] - best)
 				z += p[i]
 			}
+			from = start
 			for i := range in.x {
-				x := &in.x[i]
 				q := p[i] / z
 				if i == in.label {
 					q--
 				}
-				for f := range g {
-					g[f] += q * x[f]
+				for _, e := range fs[from:ends[k+i]] {
+					g[e.f] += q * e.v
 				}
+				from = int(ends[k+i])
 			}
+			k += len(in.x)
 		}
 		for f := range w {
 			gf := g[f]/float64(len(ins)) + l2*w[f]
