@@ -20,13 +20,18 @@ import (
 // mined (a token is at least one byte and a separator: at most 8 bytes
 // per byte of text, about 2 in practice: 37 MB for the 17 MB of distinct
 // text of the shared -conv files), plus a map entry per distinct text;
-// the texts are the sessions' own. It lives as long as one Mine.
+// the texts are the sessions' own. And one callArgs per distinct
+// arguments of a call mined (its names, values and hashes: a few hundred
+// bytes). It lives as long as one Mine.
 
 // lexicon holds what a replay needs of each distinct message text,
 // whatever the model: read-only once built, shared by the replays that
 // run side by side.
 type lexicon struct {
 	msgs map[string]*lexed
+	// calls are the calls' arguments as observe reads them, by their
+	// JSON.
+	calls map[string]*callArgs
 }
 
 // lexed returns what the lexicon read of text, or nil (also when lx is
@@ -67,31 +72,50 @@ const (
 // GOMAXPROCS goroutines that it waits for.
 func newLexicon(sessions []trace.Session) *lexicon {
 	n := max(1, min(runtime.GOMAXPROCS(0), len(sessions)))
-	parts := make([]map[string]*lexed, n)
+	parts := make([]*lexicon, n)
 	var wg sync.WaitGroup
 	for p := range n {
 		wg.Go(func() {
-			m := make(map[string]*lexed)
+			lx := &lexicon{msgs: make(map[string]*lexed), calls: make(map[string]*callArgs)}
 			for _, s := range sessions[p*len(sessions)/n : (p+1)*len(sessions)/n] {
 				for _, msg := range s.Messages {
-					if _, ok := m[msg.Content]; !ok {
-						m[msg.Content] = lex(msg.Content)
+					if _, ok := lx.msgs[msg.Content]; !ok {
+						lx.msgs[msg.Content] = lex(msg.Content)
+					}
+				}
+				for _, ev := range s.Events {
+					if _, ok := lx.calls[string(ev.Args)]; !ok {
+						lx.calls[string(ev.Args)] = parseCall(ev.Args)
 					}
 				}
 			}
-			parts[p] = m
+			parts[p] = lx
 		})
 	}
 	wg.Wait()
-	lx := &lexicon{msgs: parts[0]}
-	for _, m := range parts[1:] {
-		for text, l := range m {
+	lx := parts[0]
+	for _, part := range parts[1:] {
+		for text, l := range part.msgs {
 			if _, ok := lx.msgs[text]; !ok {
 				lx.msgs[text] = l
 			}
 		}
+		for args, ca := range part.calls {
+			if _, ok := lx.calls[args]; !ok {
+				lx.calls[args] = ca
+			}
+		}
 	}
 	return lx
+}
+
+// call returns what the lexicon read of a call's arguments, or nil (also
+// when lx is nil).
+func (lx *lexicon) call(args []byte) *callArgs {
+	if lx == nil {
+		return nil
+	}
+	return lx.calls[string(args)]
 }
 
 // lex reads a message text's tokens as state.tokenize does (the same
