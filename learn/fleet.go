@@ -63,6 +63,10 @@ func (l *Learner) relearnFleet() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The last calls before the mark whose predictions a call after it
+	// may settle: the next call their hits, the next Horizon calls their
+	// Soon credits.
+	resume := max(base.Mined.Horizon, 1)
 	newSessions, newCalls := 0, 0
 	for i, s := range sessions {
 		if fresh[i] == 0 && len(s.Events) > 0 {
@@ -71,13 +75,13 @@ func (l *Learner) relearnFleet() (int, error) {
 		}
 		for j, ev := range s.Events {
 			switch {
-			case j < fresh[i]-1:
+			case j < fresh[i]-resume:
 				counter.Warm(ev)
-			case j == fresh[i]-1:
-				// The last call before the mark: the session's next
-				// call, after it, settles its predictions, so that a
-				// session straddling the mark counts that pair once
-				// (Warm alone would count it never).
+			case j < fresh[i]:
+				// One of the last calls before the mark: the calls
+				// after it settle its predictions, so that a session
+				// straddling the mark counts each pair across it once
+				// (Warm alone would count them never).
 				counter.Resume(ev)
 			default:
 				counter.Observe(ev)

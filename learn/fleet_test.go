@@ -286,6 +286,52 @@ func TestFleetLearningStraddle(t *testing.T) {
 	}
 }
 
+// TestFleetLearningStraddleSoon: a session whose list and another call
+// are mined before the fleet's mark and whose read comes after it, the
+// second call after the list: the list → read pattern's Soon count grows
+// by exactly one (the read was called soon after the list), as if the
+// session had been mined whole; its hits do not (the read was not next).
+// Before, only the last call before the mark was resumed and the credit
+// was lost.
+func TestFleetLearningStraddleSoon(t *testing.T) {
+	a := join(t, "a", "", false)
+	for i := range 4 {
+		listThenRead(a, fmt.Sprint("s", i), i)
+	}
+	relearn := func() *pattern.Pool {
+		t.Helper()
+		a.flush(t)
+		if _, err := a.p.learner.Relearn(); err != nil {
+			t.Fatal(err)
+		}
+		pool, _, err := a.lrn.Load(t.Context())
+		if err != nil || pool == nil {
+			t.Fatalf("the fleet's pool: %v, %v", pool, err)
+		}
+		return pool
+	}
+	counts := func(p *pattern.Pool) (support, hits, soon int) {
+		for _, pt := range p.Patterns {
+			if pt.Tool == "read_text_file" && pt.Exact && len(pt.Context) == 1 && len(pt.Soon) > 0 {
+				return pt.Support, pt.Hits[0], pt.Soon[0]
+			}
+		}
+		t.Fatalf("no exact list_directory → read_text_file pattern with soon counts in %d patterns", len(p.Patterns))
+		return 0, 0, 0
+	}
+	s1, h1, soon1 := counts(relearn())
+	dir := "/home/me/project7"
+	a.Observe(ev("x", 0, "list_directory", fmt.Sprintf(`{"path":%q}`, dir), "[FILE] README.md\n[DIR] src"))
+	a.Observe(ev("x", 1, "get_time", `{}`, "noon"))
+	relearn()
+	a.Observe(ev("x", 2, "read_text_file", fmt.Sprintf(`{"path":%q}`, dir+"/README.md"), "# notes"))
+	a.Forget("x")
+	s3, h3, soon3 := counts(relearn())
+	if s3 != s1+1 || h3 != h1 || soon3 != soon1+1 {
+		t.Errorf("support %d → %d, hits %d → %d, soon %d → %d across the straddling session; want +1, +0, +1", s1, s3, h1, h3, soon1, soon3)
+	}
+}
+
 // TestFleetLearningIdle: a checkpoint with nothing recorded since the last
 // pool shares no new one (every replica would load it again for nothing).
 func TestFleetLearningIdle(t *testing.T) {

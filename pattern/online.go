@@ -295,21 +295,26 @@ func (o *Online) Warm(ev trace.Event) {
 	o.push(s, ev)
 }
 
-// Resume is Warm for the last event of a session already under way whose
-// earlier calls were learnt from elsewhere (a fleet's previous mining):
-// without learning from it, it makes the predictions Observe would have
-// made, so that the session's next event settles them, and the pair of
-// calls across the break is counted once. (Soon credits of predictions
-// made before the event are not carried over.)
+// Resume is Warm for one of the last Horizon events of a session already
+// under way whose earlier calls were learnt from elsewhere (a fleet's
+// previous mining): without learning from it, it makes the predictions
+// Observe would have made, so that the session's next events settle them
+// (the next one its hits, the next Horizon ones its Soon credits), and
+// the calls across the break are counted once. The Soon credits this
+// event earned the predictions resumed before it were counted where it was
+// learnt: they are only noted, so that a later call does not count them
+// again.
 func (o *Online) Resume(ev trace.Event) {
 	s := o.session(ev.Session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if canon, err := callkey.CanonicalView(ev.Args); err == nil {
+		hash := CallHash(ev.Tool, canon)
+		o.credit(s, ev.Tool, hash, false)
+		s.use(hash, o.opts.MaxCalls)
+	}
 	s.cur = (s.cur + 1) % len(s.recent)
 	s.recent[s.cur].reset()
-	if canon, err := callkey.CanonicalView(ev.Args); err == nil {
-		s.use(CallHash(ev.Tool, canon), o.opts.MaxCalls)
-	}
 	o.push(s, ev)
 	o.predict(s, false)
 }
@@ -344,7 +349,15 @@ func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
 		}
 		o.x.record(f.pattern, f.evaluated, isTool, hit, f.repeat)
 	}
-	if !ok || o.x.horizon() == 0 {
+	if ok {
+		o.credit(s, tool, hash, true)
+	}
+}
+
+// credit marks every candidate of the last Horizon predictions that this
+// call is as called soon, once each, and counts it (Soon) if count.
+func (o *Online) credit(s *session, tool string, hash uint64, count bool) {
+	if o.x.horizon() == 0 {
 		return
 	}
 	for i := range s.recent {
@@ -357,7 +370,9 @@ func (o *Online) learn(s *session, tool string, hash uint64, ok bool) {
 			for r, h := range f.hashes {
 				if h == hash && f.credited&(1<<r) == 0 {
 					f.credited |= 1 << r
-					o.x.recordSoon(f.pattern, r)
+					if count {
+						o.x.recordSoon(f.pattern, r)
+					}
 				}
 			}
 		}
