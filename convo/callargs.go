@@ -1,0 +1,65 @@
+package convo
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// callArgs is what observe reads of a call's arguments, whatever the
+// model: parsed once per distinct arguments when mining (lexicon.go).
+type callArgs struct {
+	ok   bool      // the arguments are a JSON object
+	args []callArg // by name
+	// text is the call's segment's text: each value written (callArg.val)
+	// and a line break.
+	text string
+}
+
+type callArg struct {
+	name   string
+	scalar bool   // a string or a number, hashed in h
+	h      uint64 // hash of the string's text or the number's JSON
+	val    string // the value written in the call's segment, or ""
+}
+
+// parseCall reads a call's arguments for observe.
+func parseCall(raw json.RawMessage) *callArgs {
+	ca := &callArgs{}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(raw, &args) != nil {
+		return ca
+	}
+	ca.ok = true
+	ca.args = make([]callArg, 0, len(args))
+	for k := range args {
+		ca.args = append(ca.args, callArg{name: k})
+	}
+	slices.SortFunc(ca.args, func(a, b callArg) int { return strings.Compare(a.name, b.name) })
+	var text strings.Builder
+	for n := range ca.args {
+		a := &ca.args[n]
+		v := args[a.name]
+		var s string
+		if len(v) > 0 && v[0] == '"' {
+			if json.Unmarshal(v, &s) != nil {
+				continue
+			}
+		} else if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+			continue
+		} else {
+			s = string(v)
+		}
+		a.scalar, a.h = true, hashString(s)
+		// An empty value writes nothing: its line would shift the
+		// offsets of the values after it (observe skips it).
+		if s == "" || len(s) > maxTokenLen || strings.ContainsAny(s, " \t\n") {
+			continue
+		}
+		a.val = s
+		text.WriteString(s)
+		text.WriteByte('\n')
+	}
+	ca.text = text.String()
+	return ca
+}
