@@ -125,15 +125,14 @@ type miner struct {
 	// in the order of its args, and where each argument's end.
 	cands    [][]candRef
 	candEnds [][]int32
-	bodyMu   sync.Mutex        // protects bodies, shapes and identifying
+	bodyMu   sync.Mutex        // protects bodies and shapes
 	bodies   map[bodyKey]int32 // → candRef.body (during discovery)
-	// Per body number: a raw candidate with that body (its arg, back and
-	// recent are one call's), and whether the privacy rule leaves its
-	// constant frame out (pattern.Identifying).
-	shapes      []rawCand
-	identifying []bool
-	bySig       []map[int32][]int32  // per session: signature → its events, ascending
-	byCall      []map[uint64][]int32 // per session: call hash → its events, ascending
+	// Per body number, in chunks of shapeChunk (never copied as they
+	// grow): a raw candidate with that body (its arg, back and recent are
+	// one call's).
+	shapes [][]rawCand
+	bySig  []map[int32][]int32  // per session: signature → its events, ascending
+	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
 }
 
 type mevent struct {
@@ -352,22 +351,35 @@ func (m *miner) body(rc *rawCand) int32 {
 		}
 		id = int32(len(m.bodies))
 		m.bodies[k] = id
-		m.shapes = append(m.shapes, *rc)
-		m.identifying = append(m.identifying, pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix))
+		if id%shapeChunk == 0 {
+			m.shapes = append(m.shapes, make([]rawCand, 0, shapeChunk))
+		}
+		last := &m.shapes[len(m.shapes)-1]
+		*last = append(*last, *rc)
 	}
 	return id
 }
 
+// shapeChunk is the number of bodies a chunk of miner.shapes holds.
+const shapeChunk = 4096
+
+// shape returns a raw candidate of the body numbered id.
+func (m *miner) shape(id int32) *rawCand {
+	return &m.shapes[id/shapeChunk][id%shapeChunk]
+}
+
 // candRef is a raw candidate as kept for Phase II: what depends on the
-// call it explains, and the number of the rest (miner.shapes). A
-// rawCand is about 180 bytes with a dozen pointers for the collector to
-// follow; there are hundreds of thousands of them (605,000 on both shared
-// files), sharing a few ten thousand bodies.
+// call it explains, and the number of the rest (miner.shape). What
+// argCandidates reads of each raw candidate at each context the call
+// follows is here, together, 12 bytes.
 type candRef struct {
 	back   int32 // rawCand.back
 	body   int32
 	recent bool // rawCand.recent
 	list   bool // rawCand.isList
+	// The privacy rule leaves the candidate's constant frame out
+	// (pattern.Identifying).
+	identifying bool
 }
 
 // discover finds the raw candidates of every target call, sessions on
@@ -470,7 +482,8 @@ func (m *miner) discoverSession(si int) {
 		refs := make([]candRef, len(out))
 		for i := range out {
 			rc := &out[i]
-			refs[i] = candRef{back: rc.back, body: m.body(rc), recent: rc.recent, list: rc.isList()}
+			refs[i] = candRef{back: rc.back, body: m.body(rc), recent: rc.recent, list: rc.isList(),
+				identifying: !m.o.KeepValues && (pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix))}
 		}
 		m.cands[t], m.candEnds[t] = refs, ends
 	}

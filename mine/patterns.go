@@ -393,7 +393,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 		}
 		for k := range rcs {
 			rc := &rcs[k]
-			if !m.o.KeepValues && m.identifying[rc.body] {
+			if rc.identifying {
 				// The privacy rule (pattern.Identifying): another
 				// mapping (two sources, a list) may derive it instead.
 				continue
@@ -443,7 +443,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				sg := m.c.Signature(f.key.sig)
 				r.Sig = &sg
 			}
-			rc := &m.shapes[f.body]
+			rc := m.shape(f.body)
 			ac := candFromRaw(rc, arg, r)
 			if f.key.sig >= 0 {
 				ac.srcSig = f.key.sig

@@ -136,6 +136,17 @@ func (p *Payload) stringAt(s *csource) (string, bool) {
 	switch {
 	case len(v) == 0:
 		return "", false
+	case v[0] == '"' && len(s.path) > 0:
+		// A base is read again and again (a command whose first word
+		// starts the next call's value): decoded once per event, as
+		// appendValue's strings are.
+		mm := p.memo(s.part, s.ptr)
+		if !mm.unquoted || !mm.whole {
+			mm.unquoted = true
+			mm.s, mm.sOK, mm.whole = rawjson.UnquoteLines(v, -1)
+			mm.lines = -1
+		}
+		return mm.s, mm.sOK
 	case v[0] == '"':
 		return rawjson.Unquote(v)
 	case v[0] == '-' || (v[0] >= '0' && v[0] <= '9'):
