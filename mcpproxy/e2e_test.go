@@ -441,6 +441,9 @@ func TestMain(m *testing.M) {
 	if starts := os.Getenv(newOnlyEnv); starts != "" {
 		os.Exit(serveNewOnly(starts))
 	}
+	if size := os.Getenv(bigServerEnv); size != "" {
+		os.Exit(serveBig(size))
+	}
 	code := m.Run()
 	builds.Lock()
 	for _, dir := range builds.dirs {

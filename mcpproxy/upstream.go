@@ -112,7 +112,8 @@ func (u *Upstream) transport(stderr io.Writer) (mcp.Transport, error) {
 		}
 		// A short grace period: an upstream that ignores its closed stdin
 		// for longer is terminated, so a session's end never waits long.
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+		// Its answers counted (stdio.go).
+		return &commandTransport{cmd: cmd, terminate: 2 * time.Second}, nil
 	default:
 		base := http.DefaultTransport
 		if len(u.Headers) > 0 {

@@ -302,6 +302,27 @@ func (h *hold) leaveLocked() {
 	}
 }
 
+// Shrink uncounts n of the bytes h counted (at most all of them): a stdio
+// MCP upstream's reader counts a message in the call it most likely
+// answers before it can tell which call it answers (mcpproxy/stdio.go).
+func (h *hold) Shrink(n int64) {
+	a := h.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n = min(n, h.n); n <= 0 {
+		return
+	}
+	if h.n <= smallRead {
+		a.small -= h.n
+	}
+	h.n -= n
+	a.outputs -= n
+	if h.n <= smallRead {
+		a.small += h.n
+	}
+	a.releasedLocked()
+}
+
 // end uncounts what h still holds: the request ended.
 func (h *hold) end() {
 	a := h.a

@@ -191,6 +191,38 @@ func TestOutputsWithinBudget(t *testing.T) {
 			l3.end()
 		})
 	})
+	// A stdio MCP upstream's reader counts a message in the call it most
+	// likely answers until it can tell (mcpproxy/stdio.go), and gives
+	// the bytes back if it answers another.
+	t.Run("shrink gives bytes back", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAnswers(1000 * k) // reserve 250k
+			first, second := a.newHold(), a.newHold()
+			if !ready(grow(first, 600*k)) {
+				t.Fatal("a read within the budget waited")
+			}
+			waiting := grow(second, 600*k)
+			if ready(waiting) {
+				t.Fatal("a read over the budget went on while an older one reads")
+			}
+			first.Shrink(560 * k) // 40k left: within the reserve
+			if !ready(waiting) {
+				t.Fatal("a waiting read did not go on once bytes were given back")
+			}
+			first.Shrink(100 * k) // more than it holds: all of it
+			if got := a.stats().Bytes; got != 600*k {
+				t.Errorf("%d bytes counted, want %d", got, 600*k)
+			}
+			if a.small != 0 {
+				t.Errorf("%d bytes counted as small reads, want 0", a.small)
+			}
+			first.end()
+			second.end()
+			if got := a.stats().Bytes; got != 0 {
+				t.Errorf("%d bytes counted after both requests ended, want 0", got)
+			}
+		})
+	})
 	t.Run("a stalled answer gives way", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := newAnswers(1000 * k)
