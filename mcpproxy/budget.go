@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -87,4 +90,55 @@ func (c *countedBody) Read(p []byte) (int, error) {
 		return 0, fmt.Errorf("mcpproxy: upstream answer over %d bytes", c.limit)
 	}
 	return n, err
+}
+
+// The calls of older clients over HTTP (issue 23). The SDK serves a
+// session's messages in a context of the session (derived from the HTTP
+// request that opened it), not of the HTTP request that carried them, so
+// the budget that request carries (ahead serve's hold of its answer,
+// backend.Budget) never reached its call's upstream reader: /mcp's calls
+// of older clients were counted in the hold of the session's first
+// request, which had ended (so not at all). The handler
+// names the request's budget in a header of its own, which the SDK hands
+// the call (mcp.RequestExtra.Header), and the call takes the budget
+// back. (A 2026-07-28 request is served in its own context, budget and
+// all.)
+
+// budgetHeader names, inside ahead, the budget of the HTTP request a
+// message came in; a client's own is dropped.
+const budgetHeader = "Ahead-Internal-Budget"
+
+// requestBudgets are the budgets of the HTTP requests in flight, by the
+// token budgetHeader carries.
+type requestBudgets struct {
+	seq atomic.Uint64
+	m   sync.Map // token → backend.Budget
+}
+
+// carry names r's budget, if it carries one, in r's budgetHeader, and
+// returns the function that forgets it once r has been served.
+func (rb *requestBudgets) carry(r *http.Request) func() {
+	r.Header.Del(budgetHeader) // never a client's
+	b := backend.BudgetOf(r.Context())
+	if b == nil {
+		return func() {}
+	}
+	tok := strconv.FormatUint(rb.seq.Add(1), 10)
+	rb.m.Store(tok, b)
+	r.Header.Set(budgetHeader, tok)
+	return func() { rb.m.Delete(tok) }
+}
+
+// with returns ctx carrying the budget of the HTTP request req came in,
+// if it was named (the session's context may carry another: that of the
+// request that opened the session, long answered).
+func (rb *requestBudgets) with(ctx context.Context, req mcp.Request) context.Context {
+	e := req.GetExtra()
+	if e == nil || e.Header == nil {
+		return ctx
+	}
+	if b, ok := rb.m.Load(e.Header.Get(budgetHeader)); ok {
+		return backend.WithBudget(ctx, b.(backend.Budget))
+	}
+	return ctx
 }

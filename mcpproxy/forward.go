@@ -90,6 +90,8 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 			// revisions and stdio cancel a call explicitly: it is cut.
 			ctx = engine.KeepRunning(ctx)
 		}
+		// Its answer counted in its HTTP request's budget (budget.go).
+		ctx = s.p.budgets.with(ctx, req)
 		return s.callTool(ctx, req.GetParams().(*mcp.CallToolParamsRaw))
 	case "prompts/list":
 		return s.listPrompts(ctx)

@@ -110,6 +110,8 @@ type Proxy struct {
 
 	acks subAcks // upstream subscriptions waiting to be acknowledged (listen.go)
 
+	budgets requestBudgets // of older clients' HTTP requests in flight (budget.go)
+
 	wg sync.WaitGroup
 }
 
@@ -330,12 +332,14 @@ func (p *Proxy) Handler() http.Handler {
 			PropagateRequestCancellation: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if newEraHTTP(r) {
+			r.Header.Del(budgetHeader) // served in r's context, budget and all
 			if p.serveRun(w, r) {
 				return
 			}
 			stateless.ServeHTTP(w, r)
 			return
 		}
+		defer p.budgets.carry(r)()
 		stateful.ServeHTTP(w, r)
 	})
 }

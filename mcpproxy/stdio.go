@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -21,11 +22,15 @@ import (
 // stdio upstream's messages whole, each up to mcp.DefaultMaxLineLength
 // (16 MiB), from one stream that every call of the session shares: N
 // sessions each calling a tool that answers 8 MiB held N × 8 MiB, outside
-// max_answer_bytes. So ahead runs the command itself (commandTransport,
-// as mcp.CommandTransport does) and reads its stdout through a meter that
-// counts each message, as its bytes arrive, in the budget of the call it
+// max_answer_bytes, and its decoder kept a buffer as large as the largest
+// message each connection ever read (up to twice it), for the session's
+// life: 32 sessions that had each read one 8 MiB answer took RSS to 1 GiB.
+// So ahead runs the command itself (commandTransport, as
+// mcp.CommandTransport does) and reads its messages (stdioConn): each
+// message into a buffer of its own, dropped once decoded, whose bytes are
+// counted before they are taken in, in the budget of the call the message
 // answers (backend.Budget, carried by the call's context: ahead serve's
-// max_answer_bytes for the calls of HTTP requests): over the budget, the
+// max_answer_bytes for the calls of HTTP requests). Over the budget, the
 // read waits and the upstream is not read meanwhile (nothing is lost), as
 // an HTTP upstream's answer waits (budget.go).
 //
@@ -36,16 +41,18 @@ import (
 // context carries a budget; once the message is read whole, they move to
 // the call it answers, or are given back if it answers none counted (a
 // notification, a request from the server, a speculative call's answer:
-// those are bounded per message by the SDK, and speculative ones by the
-// engine's budget). A budget that cannot give bytes back (no Shrink)
-// keeps them until its request ends: more is counted, never less.
+// those are bounded per message, and speculative ones by the engine's
+// budget). A budget that cannot give bytes back (no Shrink) keeps them
+// until its request ends: more is counted, never less.
 
-// meterChunk is the most the meter reads at a time: what is read before
-// it is counted.
+// meterChunk is the most read from the upstream at a time.
 const meterChunk = budgetChunk
 
+// maxMessage bounds one message of a stdio upstream, as the SDK does.
+const maxMessage = mcp.DefaultMaxLineLength
+
 // commandTransport runs an upstream's command and speaks MCP with it over
-// its stdin and stdout, as mcp.CommandTransport does, through a meter.
+// its stdin and stdout, as mcp.CommandTransport does, through a stdioConn.
 type commandTransport struct {
 	cmd *exec.Cmd
 	// terminate is how long closing waits for the command to exit once
@@ -70,14 +77,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err := t.cmd.Start(); err != nil {
 		return nil, err
 	}
-	m := newMeter(stdout)
-	// The connection is closed by closing stdin, not stdout (as the SDK's
-	// CommandTransport): the process then exits and Wait closes stdout.
-	conn, err := (&mcp.IOTransport{Reader: io.NopCloser(m), Writer: &process{cmd: t.cmd, stdin: stdin, terminate: t.terminate}}).Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return meteredConn{conn, m}, nil
+	return newStdioConn(stdout, &process{cmd: t.cmd, stdin: stdin, terminate: t.terminate}), nil
 }
 
 // process is the command's stdin; closing it ends the command: stdin
@@ -119,32 +119,192 @@ func (p *process) Close() error {
 	return <-exited // the process is gone; WaitDelay bounds the wait for its pipes
 }
 
-// meteredConn registers the calls it writes with their budgets in its
-// meter, which counts their answers.
-type meteredConn struct {
-	mcp.Connection
+// stdioConn is an MCP connection over a byte stream each way (a command's
+// stdout and stdin): newline-delimited JSON-RPC messages (a batch, a JSON
+// array, is read too), each read into a buffer of its own and counted
+// (see above).
+type stdioConn struct {
+	w io.WriteCloser // closing it ends the stream read
 	m *meter
+	// end ends the meter's life: a read waiting for a budget stops.
+	end context.CancelFunc
+
+	writeMu sync.Mutex // serialises writes to w
+
+	incoming  chan readResult   // from readLoop
+	queue     []jsonrpc.Message // the rest of a batch; only Read touches it
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	loop      sync.WaitGroup // readLoop
 }
 
-func (c meteredConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !req.IsCall() {
-		return c.Connection.Write(ctx, msg)
+var _ mcp.Connection = (*stdioConn)(nil)
+
+// newStdioConn returns a connection reading r and writing w, whose Close
+// must end r.
+func newStdioConn(r io.Reader, w io.WriteCloser) *stdioConn {
+	life, end := context.WithCancel(context.Background())
+	c := &stdioConn{w: w, m: newMeter(life), end: end, incoming: make(chan readResult), closed: make(chan struct{})}
+	c.loop.Go(func() { c.readLoop(r) })
+	return c
+}
+
+// readResult is what readLoop read: a message, or a batch's, or why it
+// stopped.
+type readResult struct {
+	msgs []jsonrpc.Message
+	err  error
+}
+
+func (c *stdioConn) SessionID() string { return "" }
+
+// Read returns the next message. The SDK calls it from one goroutine.
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	b := backend.BudgetOf(ctx)
-	if b == nil {
-		return c.Connection.Write(ctx, msg)
+	if len(c.queue) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case r := <-c.incoming:
+			if r.err != nil {
+				return nil, r.err
+			}
+			c.queue = r.msgs
+		case <-c.closed:
+			return nil, io.EOF
+		}
 	}
-	id, err := json.Marshal(req.ID.Raw())
+	m := c.queue[0]
+	c.queue = c.queue[1:]
+	return m, nil
+}
+
+// Write writes msg as one line. A call whose context carries a budget is
+// registered with the meter, which counts its answer.
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
-		return c.Connection.Write(ctx, msg)
+		return fmt.Errorf("encoding a message: %w", err)
 	}
-	c.m.add(string(id), ctx, b)
-	err = c.Connection.Write(ctx, msg)
-	if err != nil {
-		c.m.remove(string(id))
+	var id string
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		if b := backend.BudgetOf(ctx); b != nil {
+			if raw, err := json.Marshal(req.ID.Raw()); err == nil {
+				id = string(raw)
+				c.m.add(id, ctx, b)
+			}
+		}
+	}
+	c.writeMu.Lock()
+	_, err = c.w.Write(append(data, '\n'))
+	c.writeMu.Unlock()
+	if err != nil && id != "" {
+		c.m.remove(id)
 	}
 	return err
+}
+
+// Close ends the stream (for a command: ends the command) and waits for
+// the read loop.
+func (c *stdioConn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.end()
+		c.closeErr = c.w.Close()
+		c.loop.Wait()
+	})
+	return c.closeErr
+}
+
+// readLoop reads the messages until the stream ends, and hands them to
+// Read.
+func (c *stdioConn) readLoop(r io.Reader) {
+	send := func(res readResult) bool {
+		select {
+		case c.incoming <- res:
+			return true
+		case <-c.closed:
+			return false
+		}
+	}
+	buf := make([]byte, meterChunk)
+	var msg []byte
+	m := c.m
+	for {
+		n, err := r.Read(buf)
+		for rest := buf[:n]; len(rest) > 0; {
+			if !m.f.started {
+				// Between messages: not kept.
+				if rest = bytes.TrimLeft(rest, " \t\r\n"); len(rest) == 0 {
+					break
+				}
+				if rest[0] != '{' && rest[0] != '[' {
+					send(readResult{err: fmt.Errorf("mcpproxy: upstream sent %q, not a JSON-RPC message", rest[:min(len(rest), 16)])})
+					return
+				}
+			}
+			k, ended := m.f.scan(rest)
+			if len(msg)+k > maxMessage {
+				send(readResult{err: fmt.Errorf("mcpproxy: upstream message over %d bytes", maxMessage)})
+				return
+			}
+			msg = m.take(msg, rest[:k])
+			rest = rest[k:]
+			if !ended {
+				continue
+			}
+			m.end()
+			msgs, derr := decodeMessages(msg)
+			msg = nil // the next message gets a buffer of its own
+			if derr != nil {
+				send(readResult{err: derr})
+				return
+			}
+			if !send(readResult{msgs: msgs}) {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				err = fmt.Errorf("reading the upstream: %w", err)
+			}
+			send(readResult{err: err})
+			return
+		}
+	}
+}
+
+// decodeMessages decodes one message, or a batch of them.
+func decodeMessages(data []byte) ([]jsonrpc.Message, error) {
+	if data[0] == '[' {
+		var raws []json.RawMessage
+		if err := json.Unmarshal(data, &raws); err != nil {
+			return nil, fmt.Errorf("mcpproxy: upstream batch: %w", err)
+		}
+		if len(raws) == 0 {
+			return nil, errors.New("mcpproxy: upstream sent an empty batch")
+		}
+		msgs := make([]jsonrpc.Message, 0, len(raws))
+		for _, raw := range raws {
+			msg, err := jsonrpc.DecodeMessage(raw)
+			if err != nil {
+				return nil, fmt.Errorf("mcpproxy: upstream message: %w", err)
+			}
+			msgs = append(msgs, msg)
+		}
+		return msgs, nil
+	}
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return nil, fmt.Errorf("mcpproxy: upstream message: %w", err)
+	}
+	return []jsonrpc.Message{msg}, nil
 }
 
 // A shrinker is a budget that can give back bytes it counted
@@ -155,43 +315,53 @@ type shrinker interface {
 
 // meterCall is a call in flight whose answer is counted.
 type meterCall struct {
-	ctx context.Context
-	b   backend.Budget
-	seq uint64 // order of writing
+	ctx     context.Context
+	b       backend.Budget
+	seq     uint64 // order of writing
+	release func() // of ctx
 }
 
-// meter reads a stdio upstream's stdout and counts each message's bytes
-// in the budget of the call it answers (see the top of this file).
+// meter counts each message a stdio upstream sends in the budget of the
+// call it answers (see the top of this file).
 type meter struct {
-	r io.Reader
+	life context.Context // ends with the connection: waits for budgets stop
 
 	mu    sync.Mutex            // protects calls and seq
 	calls map[string]*meterCall // by the id's JSON
 	seq   uint64
 
-	// The message being read: only Read touches these (the SDK reads
-	// from one goroutine).
+	// The message being read: only the read loop touches these.
 	f       frameScan
 	owner   *meterCall // counts the message's bytes; nil: none
 	ownerID string     // owner's id
 	counted int64      // bytes of the message counted in owner
 }
 
-func newMeter(r io.Reader) *meter {
-	return &meter{r: r, calls: make(map[string]*meterCall)}
+func newMeter(life context.Context) *meter {
+	return &meter{life: life, calls: make(map[string]*meterCall)}
 }
 
+// add registers the call of id, made with ctx, whose answer b counts.
+// Its waits for b end with ctx or with the connection.
 func (m *meter) add(id string, ctx context.Context, b backend.Budget) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(m.life, cancel)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if old := m.calls[id]; old != nil {
+		old.release()
+	}
 	m.seq++
-	m.calls[id] = &meterCall{ctx: ctx, b: b, seq: m.seq}
+	m.calls[id] = &meterCall{ctx: ctx, b: b, seq: m.seq, release: func() { stop(); cancel() }}
 }
 
 func (m *meter) remove(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.calls, id)
+	if c := m.calls[id]; c != nil {
+		c.release()
+		delete(m.calls, id)
+	}
 }
 
 // call is the call of id still in flight; nil if none.
@@ -200,6 +370,7 @@ func (m *meter) call(id string) *meterCall {
 	defer m.mu.Unlock()
 	c := m.calls[id]
 	if c != nil && c.ctx.Err() != nil {
+		c.release()
 		delete(m.calls, id) // it ended unanswered (cancelled)
 		return nil
 	}
@@ -214,6 +385,7 @@ func (m *meter) oldest() (string, *meterCall) {
 	var o *meterCall
 	for k, c := range m.calls {
 		if c.ctx.Err() != nil {
+			c.release()
 			delete(m.calls, k)
 			continue
 		}
@@ -224,27 +396,15 @@ func (m *meter) oldest() (string, *meterCall) {
 	return id, o
 }
 
-func (m *meter) Read(p []byte) (int, error) {
-	p = p[:min(len(p), meterChunk)]
-	n, err := m.r.Read(p)
-	for rest := p[:n]; len(rest) > 0; {
-		if !m.f.started {
-			// Between messages: not counted.
-			rest = bytes.TrimLeft(rest, " \t\r\n")
-			if len(rest) == 0 {
-				break
-			}
-		}
-		k, ended := m.f.scan(rest)
-		if k > 0 && m.f.started {
-			m.count(int64(k))
-		}
-		if ended {
-			m.end()
-		}
-		rest = rest[k:]
+// take appends b, bytes of the message being read, to msg, counting what
+// msg grows by before it grows.
+func (m *meter) take(msg, b []byte) []byte {
+	if len(msg)+len(b) > cap(msg) {
+		c := min(max(2*cap(msg), len(msg)+len(b), 4<<10), maxMessage)
+		m.count(int64(c - cap(msg)))
+		msg = append(make([]byte, 0, c), msg...)
 	}
-	return n, err
+	return append(msg, b...)
 }
 
 // count counts n more bytes of the message being read.

@@ -3,10 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ahead-dev/ahead/httpapi"
 )
@@ -312,27 +308,28 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 	})
 
 	// Issue 23: answers of MCP upstreams were outside max_answer_bytes,
-	// and an HTTP upstream's JSON answer had no bound at all. 24 clients
-	// at once calling an HTTP upstream's tool of 8 MiB outputs through
-	// the tool API, each reading its whole answer: +275 MiB; before,
-	// +525 MiB and over the bound (+576) in one run of two. 32 clients
-	// took +913 MiB before, +214-282 MiB now, but a reading client of 32
-	// is cut in about one run of two even at load 2: the upstream in this
-	// process encodes 8 MiB answers under the race detector and starves
-	// the test's own readers, one of which then takes nothing of its
-	// answer for over a second while the others take theirs (it read
-	// none of the 4.3 MB the sockets held), which is what the budget cuts.
+	// and an HTTP upstream's JSON answer had no bound at all. 32 clients
+	// at once calling an HTTP upstream's tool of 8 MiB outputs through the
+	// tool API, each reading its whole answer: +913 MiB before. The
+	// upstream runs as a process of its own: in the test's process, under
+	// the race detector, encoding 8 MiB answers starved the test's own
+	// readers, one of which then took nothing of its answer for over a
+	// second while the others took theirs, which is what the budget cuts
+	// (the test was held at 24 clients then).
 	t.Run("MCP outputs at once", func(t *testing.T) {
-		big := strings.Repeat("x", bigOutput)
-		srv := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
-		mcp.AddTool(srv, &mcp.Tool{Name: "big"}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil, nil
-		})
-		upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-			&mcp.StreamableHTTPOptions{Logger: slog.New(slog.DiscardHandler)}))
-		t.Cleanup(upstream.Close) // after ahead serve stops: it holds streams open
-		s := startProcess(t, "listen: 127.0.0.1:0\nmcpServers: {big: {url: "+strconv.Quote(upstream.URL)+"}}\n")
-		bigCallsAtOnce(t, s, 24, "m")
+		s := startProcess(t, "listen: 127.0.0.1:0\nmcpServers: {big: {url: "+strconv.Quote(bigMCPOverHTTP(t))+"}}\n")
+		bigCallsAtOnce(t, s, 32, "m")
+	})
+
+	// Issue 23: a stdio upstream's answers were read whole by the SDK, up
+	// to 16 MiB each, outside max_answer_bytes: N sessions each calling a
+	// tool that answers 8 MiB held N × 8 MiB. 32 clients at once, each in
+	// a session of its own (so 32 upstream processes), each reading its
+	// whole answer.
+	t.Run("stdio MCP outputs at once", func(t *testing.T) {
+		s := startProcess(t, "listen: 127.0.0.1:0\nmcpServers: {big: {command: "+strconv.Quote(bigMCP(t))+
+			", args: [-size, \""+strconv.Itoa(bigOutput)+"\"]}}\n")
+		bigCallsAtOnce(t, s, 32, "d")
 	})
 
 	// Issue 23: the Learner's kept calls. One session of 400 calls of
@@ -402,6 +399,55 @@ backends: {web: {http: {url: "` + tools.URL + `/tools/{tool}"}}}
 			}, func() { settle(s, t, 64) })
 		})
 	})
+}
+
+// bigMCPBinary builds testdata/bigmcp (an MCP server whose tool big
+// answers -size bytes) once, without the race detector: an upstream of
+// its own, as in production.
+var bigMCPBinary = sync.OnceValues(func() (string, error) {
+	dir, err := buildDir("bigmcp-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "bigmcp")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/bigmcp").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building testdata/bigmcp: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func bigMCP(t *testing.T) string {
+	t.Helper()
+	bin, err := bigMCPBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// bigMCPOverHTTP starts testdata/bigmcp on a streamable HTTP endpoint,
+// its tool answering bigOutput bytes, and returns the endpoint's URL; the
+// process is killed at cleanup.
+func bigMCPOverHTTP(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(bigMCP(t), "-http", "-size", strconv.Itoa(bigOutput))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // registered first: runs after ahead serve stops (it holds streams open)
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("testdata/bigmcp told no URL: %v", err)
+	}
+	return strings.TrimSpace(url)
 }
 
 // defaultMaxBytes is engine.max_bytes when the configuration sets none.
