@@ -178,6 +178,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 	}
 	m := c.queue[0]
+	c.queue[0] = nil // not kept for the session's life (8 MiB a session, say)
 	c.queue = c.queue[1:]
 	return m, nil
 }
