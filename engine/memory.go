@@ -54,7 +54,7 @@ func (e *Engine) resizeLocked(s *session) {
 // overBudgetLocked reports whether entries and sessions together exceed
 // MaxBytes.
 func (e *Engine) overBudgetLocked() bool {
-	return e.st.bytes+e.st.sessBytes > e.opts.MaxBytes
+	return e.st.bytes+e.st.sessBytes+e.st.orphanReading > e.opts.MaxBytes
 }
 
 // enforceBudgetLocked frees memory until the budget holds: sessions idle

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +50,11 @@ import (
 // call whose requester leaves is cut); at most maxOrphans per session that
 // may be joined (beyond, the oldest can no longer be); a finished orphan's result is counted in the
 // session's memory (Options.MaxBytes) until it is joined, expires (looked
-// at on the session's next call) or the session goes.
+// at on the session's next call) or the session goes. While it runs, the
+// output it reads is counted in Options.MaxBytes too (orphanBudget): the
+// budget its requester's front counted it in (backend.Budget: ahead
+// serve's answer budget) ends with the request, and 16 orphans each
+// reading up to 16 MiB were counted nowhere (issue 23).
 
 type keepRunningKey struct{}
 
@@ -114,6 +119,95 @@ type flight struct {
 	orphaned bool        // its requester left while it ran: Engine.orphans owns it
 	joined   bool        // a call joined it and waits for it (not among the session's orphans)
 	stop     func() bool // unhooks it from Close once orphaned
+	budget   *orphanBudget
+}
+
+// orphanBudget counts the output an execution served on its own goroutine
+// (serveOwned) reads: in the budget its requester's context carried
+// (inner; nil: none) while the requester waits, in the engine's memory
+// (Engine.st.orphanReading, within Options.MaxBytes) once it is orphaned,
+// what it had read until then included; released when it finishes (its
+// result is then counted as the session's, keepOrphanLocked). Over
+// MaxBytes, the engine frees what it can (speculative results, idle
+// sessions) rather than wait: no one would release bytes for an orphan.
+type orphanBudget struct {
+	e     *Engine
+	inner backend.Budget
+
+	mu       sync.Mutex // protects n and orphaned; taken after the engine's lock, never before
+	n        int64      // read before it was orphaned
+	orphaned bool
+
+	counted int64 // in Engine.st.orphanReading; under the engine's lock
+}
+
+var _ backend.Budget = (*orphanBudget)(nil)
+
+func (b *orphanBudget) Grow(ctx context.Context, n int64) error {
+	b.mu.Lock()
+	orphaned := b.orphaned
+	b.mu.Unlock()
+	if !orphaned {
+		if b.inner != nil {
+			if err := b.inner.Grow(ctx, n); err != nil {
+				return err
+			}
+		}
+		b.mu.Lock()
+		if !b.orphaned {
+			b.n += n
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock() // orphaned meanwhile: the engine counts it
+	}
+	e := b.e
+	e.lock()
+	defer e.unlock()
+	b.counted += n
+	e.st.orphanReading += n
+	e.enforceBudgetLocked(time.Now())
+	return nil
+}
+
+// Shrink gives back n of the bytes counted (a stdio MCP upstream's reader
+// counted a message in the wrong call, mcpproxy).
+func (b *orphanBudget) Shrink(n int64) {
+	b.mu.Lock()
+	if !b.orphaned {
+		n = min(n, b.n)
+		b.n -= n
+		b.mu.Unlock()
+		if s, ok := b.inner.(interface{ Shrink(int64) }); ok {
+			s.Shrink(n)
+		}
+		return
+	}
+	b.mu.Unlock()
+	e := b.e
+	e.lock()
+	defer e.unlock()
+	n = min(n, b.counted)
+	b.counted -= n
+	e.st.orphanReading -= n
+}
+
+// orphanLocked moves what b counted to the engine's memory: its requester
+// left.
+func (b *orphanBudget) orphanLocked() {
+	b.mu.Lock()
+	b.orphaned = true
+	n := b.n
+	b.mu.Unlock()
+	b.counted += n
+	b.e.st.orphanReading += n
+}
+
+// releaseLocked uncounts what b counted in the engine's memory: the
+// execution finished.
+func (b *orphanBudget) releaseLocked() {
+	b.e.st.orphanReading -= b.counted
+	b.counted = 0
 }
 
 // gated reports whether the execution may start, marking it started: false
@@ -133,7 +227,8 @@ func (e *Engine) serveOwned(ctx context.Context, call *authCall, b backend.Backe
 		epoch: call.epoch, ttl: call.ttl, arrive: call.arrive, done: make(chan struct{}),
 	}
 	call.gate = new(atomic.Int32)
-	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	fl.budget = &orphanBudget{e: e, inner: backend.BudgetOf(ctx)}
+	ectx, cancel := context.WithCancel(backend.WithBudget(context.WithoutCancel(ctx), fl.budget))
 	go func() {
 		defer cancel()
 		res, err := call.serve(ectx, b, en)
@@ -145,6 +240,7 @@ func (e *Engine) serveOwned(ctx context.Context, call *authCall, b backend.Backe
 		orphaned := fl.orphaned
 		if orphaned {
 			e.st.orphansRunning--
+			fl.budget.releaseLocked()
 			if !fl.joined {
 				e.keepOrphanLocked(call.s, fl)
 			}
@@ -175,6 +271,8 @@ func (e *Engine) serveOwned(ctx context.Context, call *authCall, b backend.Backe
 			<-fl.done
 		} else {
 			fl.orphaned = true
+			fl.budget.orphanLocked()
+			e.enforceBudgetLocked(time.Now())
 			fl.stop = context.AfterFunc(e.life, cancel)
 			e.orphans.Add(1)
 			e.st.orphansRunning++

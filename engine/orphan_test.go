@@ -354,3 +354,90 @@ func TestOrphansBounded(t *testing.T) {
 		}
 	})
 }
+
+// reader is a backend whose call counts its output in the budget its
+// context carries as it reads it: 1 MiB, then, once more is closed,
+// 2 MiB more, answering once finish is closed.
+type reader struct {
+	grew1, grew2 chan struct{}
+	more, finish chan struct{}
+}
+
+func (r *reader) Call(ctx context.Context, req backend.Request) (backend.Response, error) {
+	b := backend.BudgetOf(ctx)
+	if b == nil {
+		return backend.Response{}, errors.New("no budget in the call's context")
+	}
+	b.Grow(ctx, 1<<20)
+	close(r.grew1)
+	<-r.more
+	b.Grow(ctx, 2<<20)
+	close(r.grew2)
+	<-r.finish
+	return backend.Response{Output: string(make([]byte, 3<<20))}, nil
+}
+
+// budgetCount counts what is grown in it.
+type budgetCount struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *budgetCount) Grow(_ context.Context, n int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += n
+	return nil
+}
+
+func (c *budgetCount) count() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Issue 23: an orphan's output was counted in its requester's budget
+// (ahead serve's answer budget), which ends with the request: what it read
+// after its requester left was counted nowhere (16 orphans, each up to
+// 16 MiB). It is counted in the engine's memory (MaxBytes, SessionBytes
+// of /v1/stats), what it read before included, until it finishes; then its
+// result is, as the session's, until it is joined or expires.
+func TestOrphanOutputCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &reader{grew1: make(chan struct{}), grew2: make(chan struct{}), more: make(chan struct{}), finish: make(chan struct{})}
+		eng := engine.New(&engine.Options{
+			Backends: map[string]engine.Backend{"b": {Backend: r}},
+			Policy:   orphanPolicy(),
+		})
+		defer eng.Close()
+		var front budgetCount
+		ctx, cancel := context.WithCancel(engine.KeepRunning(backend.WithBudget(t.Context(), &front)))
+		errc := make(chan error, 1)
+		go func() {
+			_, err := eng.Call(ctx, "s1", "read", argsA)
+			errc <- err
+		}()
+		<-r.grew1
+		base := eng.Stats().SessionBytes
+		if front.count() != 1<<20 || base >= 1<<20 {
+			t.Fatalf("while its requester waits: %d bytes in the front's budget, %d in the engine's; want 1 MiB and less than 1 MiB", front.count(), base)
+		}
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the requester left: %v, want context.Canceled", err)
+		}
+		if got := eng.Stats().SessionBytes - base; got != 1<<20 {
+			t.Errorf("once orphaned: %d bytes more in the engine's memory, want what it read (1 MiB)", got)
+		}
+		close(r.more)
+		<-r.grew2
+		if got := eng.Stats().SessionBytes - base; got != 3<<20 || front.count() != 1<<20 {
+			t.Errorf("read on as an orphan: %d bytes more in the engine's memory, %d in the front's budget; want 3 MiB and 1 MiB", got, front.count())
+		}
+		close(r.finish)
+		synctest.Wait()
+		if got := eng.Stats().SessionBytes - base; got < 3<<20 || got > 3<<20+4<<10 {
+			t.Errorf("finished, kept to be joined: %d bytes more in the engine's memory, want its 3 MiB result", got)
+		}
+	})
+}

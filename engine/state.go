@@ -46,8 +46,11 @@ type state struct {
 	// writes counts the writes applied (invalidateLocked): an orphaned
 	// read is joined only if none came since it arrived (orphan.go).
 	writes uint64
-	// orphansRunning counts the orphans still running (orphan.go).
+	// orphansRunning counts the orphans still running (orphan.go), and
+	// orphanReading the bytes of output they have read (orphanBudget):
+	// with bytes and sessBytes, what MaxBytes bounds.
 	orphansRunning int
+	orphanReading  int64
 	quiet          bool // Quiesce was called: no new speculation
 	closed         bool
 

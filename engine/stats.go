@@ -141,7 +141,8 @@ type Stats struct {
 	// Sessions, Entries and Bytes are the live sessions and speculative
 	// entries and the bytes those entries hold; SessionBytes is what the
 	// sessions hold beside them (conversation windows, the predictor's
-	// state). Bytes + SessionBytes stays within Options.MaxBytes.
+	// state, orphans' results and the outputs orphans still read).
+	// Bytes + SessionBytes stays within Options.MaxBytes.
 	Sessions, Entries   int
 	Bytes, SessionBytes int64
 	// Ready is how many of the Entries hold a finished result (the rest
@@ -161,7 +162,7 @@ func (e *Engine) Stats() Stats {
 		Bytes:    e.st.bytes,
 		Ready:    e.st.filed.Len(),
 	}
-	st.SessionBytes = e.st.sessBytes
+	st.SessionBytes = e.st.sessBytes + e.st.orphanReading
 	st.Outcomes = maps.Clone(e.st.totals.Outcomes)
 	st.Origins = make(map[predict.Origin]OriginStats, len(e.st.origins))
 	for o, os := range e.st.origins {
