@@ -91,9 +91,10 @@ type process struct {
 func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 
 func (p *process) Close() error {
-	if err := p.stdin.Close(); err != nil {
-		return fmt.Errorf("closing stdin: %w", err)
-	}
+	// Whatever closing stdin says, the process is ended and waited for
+	// (below): its end closes stdout, which ends the connection's read
+	// loop.
+	_ = p.stdin.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- p.cmd.Wait() }() // ends with the process, which the steps below end
 	wait := func() (error, bool) {
