@@ -316,3 +316,94 @@ func TestHoldEnded(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueHeadBehindOlderRead: the suspicion left by the session that
+// measured BenchmarkNormalClients' steady state (a tail of about 1 s, once
+// 5 s): when no answer is being written, only the oldest read goes on over
+// the budget, and the one read that is not queued may be older than the
+// queue's head; does nothing move then? It does: a read not queued is one
+// that is not waiting for the budget (reading its tool, or a small read,
+// which, the oldest, goes on itself), so it grows on past the budget, and
+// its answer or its end wakes the head. The head then waits only for an
+// answer whose client takes nothing: stalledGrace when no client takes
+// bytes, which the steady state's 5 s maximum is.
+func TestQueueHeadBehindOlderRead(t *testing.T) {
+	const k = 1 << 10
+	type result = chan error
+	grow := func(h *hold, n int64) result {
+		done := make(result, 1)
+		go func() { done <- h.Grow(context.Background(), n) }() // owned: its result is received by the test
+		return done
+	}
+	ready := func(done result) bool {
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Grow: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	}
+	for _, then := range []string{"its request ends", "its answer is written to a client taking nothing"} {
+		t.Run(then, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newAnswers(1000 * k) // reserve 250k
+				older, head, behind := a.newHold(), a.newHold(), a.newHold()
+				// Each reads its first smallRead (ReadCounted's first
+				// Grow for an output of unknown length): older first.
+				for _, h := range []*hold{older, head, behind} {
+					if !ready(grow(h, smallRead)) {
+						t.Fatal("a first small read waited")
+					}
+				}
+				// head and behind queue for more than the budget has;
+				// older, the oldest read, is reading its tool: not queued.
+				waitHead := grow(head, 700*k)
+				waitBehind := grow(behind, 700*k)
+				if ready(waitHead) || ready(waitBehind) {
+					t.Fatal("a read over the budget went on while an older one reads")
+				}
+				// The oldest read is never stuck behind the queue: no
+				// answer is being written, so it goes on over the budget.
+				if !ready(grow(older, 900*k)) {
+					t.Fatal("the oldest read, not queued, waited behind the queue's head with no answer being written: nothing moves")
+				}
+				if ready(waitHead) {
+					t.Fatal("the queue's head went on while an older read grows")
+				}
+				switch then {
+				case "its request ends":
+					older.end()
+					if !ready(waitHead) {
+						t.Fatal("the queue's head did not go on when the older read's request ended")
+					}
+				default:
+					f := a.begin(older.n, http.NewResponseController(httptest.NewRecorder()), older)
+					if ready(waitHead) {
+						t.Fatal("the queue's head went on over the budget beside an answer just begun")
+					}
+					time.Sleep(stalledGrace)
+					if !ready(waitHead) || !a.wasCut(f) {
+						t.Fatalf("after %v with no client taking bytes: head done %v, answer cut %v; want both", stalledGrace, ready(waitHead), a.wasCut(f))
+					}
+					a.end(f)
+				}
+				if ready(waitBehind) {
+					t.Fatal("the read behind the head went on over the budget")
+				}
+				head.end()
+				if !ready(waitBehind) {
+					t.Fatal("the read behind the head did not go on once the head's request ended")
+				}
+				behind.end()
+				older.end()
+				if got := a.stats().Bytes; got != 0 {
+					t.Errorf("%d bytes counted after every request ended, want 0", got)
+				}
+			})
+		})
+	}
+}
