@@ -178,7 +178,7 @@ func Check(ctx context.Context, cfg *config.Config, opts *Options) *Report {
 	}
 
 	if cfg.Fleet != nil {
-		checkFleet(ctx, cfg.Fleet, cfg.Patterns != nil && cfg.Patterns.Learn, o.CreateFleet, o.Timeout, add)
+		checkFleet(ctx, cfg.Fleet, cfg.Patterns != nil && cfg.Patterns.Learn, eff.AnyShared(), o.CreateFleet, o.Timeout, add)
 	}
 
 	checkModels(ctx, cfg, o, add)

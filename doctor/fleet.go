@@ -16,7 +16,8 @@ import (
 
 // checkFleet joins the fleet of fc only to read (nothing is created or
 // changed on the server unless create) and reports its stream; when the
-// pool learns (learn), it also reports the fleet's learning resources. Each
+// pool learns (learn), it also reports the fleet's learning resources, and
+// when the policy marks a tool shared (shares), the shared results' bucket. Each
 // must have the bounds a replica of this configuration sets (a replica
 // with other bounds, or a server that changed them, fails the check); one
 // not created yet is a warning (the first replica creates it), unless
@@ -25,7 +26,7 @@ import (
 // server, it checks that its address is free, its store directory usable
 // and, when the pool learns, that max_store can hold the learning's
 // streams.
-func checkFleet(ctx context.Context, fc *config.Fleet, learn, create bool, timeout time.Duration, add func(Severity, string, string, ...any)) {
+func checkFleet(ctx context.Context, fc *config.Fleet, learn, shares, create bool, timeout time.Duration, add func(Severity, string, string, ...any)) {
 	if e := fc.Embedded; e != nil {
 		ln, err := net.Listen("tcp", e.Listen)
 		if err != nil {
@@ -72,8 +73,31 @@ func checkFleet(ctx context.Context, fc *config.Fleet, learn, create bool, timeo
 		add(OK, "fleet", "joined %s; stream %s holds %d announcements (%d bytes; bounds %d bytes, %s)",
 			f.URL(), st.Name, st.Msgs, st.Bytes, st.MaxBytes, st.MaxAge)
 	}
+	if shares {
+		checkFleetResults(ctx, f, create, add)
+	}
 	if learn {
 		checkFleetLearning(ctx, f, fc, create, add)
+	}
+}
+
+// checkFleetResults reads the shared results' bucket with the bounds a
+// replica whose policy marks a tool shared sets, after creating it as such
+// a replica does when create, and reports it.
+func checkFleetResults(ctx context.Context, f *fleet.Fleet, create bool, add func(Severity, string, string, ...any)) {
+	if create {
+		if err := f.CreateResults(ctx); err != nil {
+			add(Fail, "fleet", "%v", err)
+			return
+		}
+	}
+	switch st, err := f.ResultsState(ctx); {
+	case errors.Is(err, fleet.ErrNotCreated):
+		add(Warn, "fleet", "%v (the first replica whose policy marks a tool shared creates it; ahead doctor --create-fleet creates it now)", err)
+	case err != nil:
+		add(Fail, "fleet", "%v", err)
+	default:
+		add(OK, "fleet", "results bucket holds %d shared results (%d bytes; bounds %d bytes, %s)", st.Msgs, st.Bytes, st.MaxBytes, st.MaxAge)
 	}
 }
 

@@ -96,7 +96,7 @@ func TestCheckFleet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			checkFleet(t.Context(), tc.fc, tc.learn, tc.create, 5*time.Second, func(s Severity, subject, format string, args ...any) {
+			checkFleet(t.Context(), tc.fc, tc.learn, false, tc.create, 5*time.Second, func(s Severity, subject, format string, args ...any) {
 				got = append(got, s.String()+" "+subject+" "+fmt.Sprintf(format, args...))
 			})
 			t.Logf("%q", got)
@@ -135,5 +135,53 @@ func TestCheckFleet(t *testing.T) {
 	}
 	if _, err := held.LearningState(t.Context(), &fleet.LearningOptions{LeaseTTL: 5 * time.Second}); err != nil {
 		t.Errorf("fleet held's learning after the checks: %v", err)
+	}
+}
+
+// TestCheckFleetResults: the shared results' bucket is checked when the
+// policy marks a tool shared, created only when asked, and a bucket with
+// other bounds fails.
+func TestCheckFleetResults(t *testing.T) {
+	srv, err := fleet.Join(t.Context(), &fleet.Options{Name: "srv", Logger: slog.New(slog.DiscardHandler),
+		Embedded: &fleet.Embedded{Listen: "127.0.0.1:0", Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	// A replica of fleet "other" made its bucket with other bounds.
+	other, err := fleet.Join(t.Context(), &fleet.Options{URL: srv.URL(), Name: "other", MaxResultBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.CreateResults(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, shares, create bool) []string {
+		var got []string
+		checkFleet(t.Context(), &config.Fleet{URL: srv.URL(), Name: name}, false, shares, create, 5*time.Second, func(s Severity, subject, format string, args ...any) {
+			got = append(got, s.String()+" "+subject+" "+fmt.Sprintf(format, args...))
+		})
+		t.Logf("%s shares=%v create=%v: %q", name, shares, create, got)
+		return got
+	}
+	has := func(got []string, want string) bool {
+		return slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) })
+	}
+	if got := check("fresh", false, false); slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, "results bucket") }) {
+		t.Errorf("findings %q: the results bucket checked for a policy that shares nothing", got)
+	}
+	if got, want := check("fresh", true, false), "warn fleet fleet: stream KV_fresh_results: not created yet (the first replica whose policy marks a tool shared creates it"; !has(got, want) {
+		t.Errorf("findings %q, want one starting %q", got, want)
+	}
+	// The check before created nothing.
+	if got, want := check("fresh", true, false), "warn fleet fleet: stream KV_fresh_results: not created yet"; !has(got, want) {
+		t.Errorf("findings %q after a check, want one starting %q: the check created the bucket", got, want)
+	}
+	if got, want := check("fresh", true, true), "ok fleet results bucket holds 0 shared results (0 bytes; bounds 33554432 bytes, 10m0s)"; !has(got, want) {
+		t.Errorf("findings %q with --create-fleet, want one starting %q", got, want)
+	}
+	if got, want := check("other", true, false), "FAIL fleet fleet: results bucket other_results is bounded by 1048576 bytes and 10m0s on the server, want 33554432 bytes and 10m0s"; !has(got, want) {
+		t.Errorf("findings %q, want one starting %q", got, want)
 	}
 }

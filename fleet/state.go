@@ -176,3 +176,27 @@ func StoreBytes(opts *LearningOptions) int64 {
 	o = o.withDefaults()
 	return o.MaxBytes + leaseMaxBytes + poolStoreMax(o)
 }
+
+// ResultsState returns the state of the shared results' bucket (the
+// stream behind it), read from the server, and fails if its bounds are not
+// those this replica sets (MaxResultBytes, MaxResultAge), or with
+// ErrNotCreated if it does not exist.
+func (f *Fleet) ResultsState(ctx context.Context) (StreamState, error) {
+	st, err := f.streamState(ctx, "KV_"+f.resultsBucket())
+	if err == nil && (st.MaxBytes != f.opts.MaxResultBytes || st.MaxAge != f.opts.MaxResultAge) {
+		err = fmt.Errorf("fleet: results bucket %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
+			f.resultsBucket(), st.MaxBytes, st.MaxAge, f.opts.MaxResultBytes, f.opts.MaxResultAge)
+	}
+	return st, err
+}
+
+// CreateResults creates (or updates) the shared results' bucket as a
+// replica whose policy marks a tool shared does when it starts; a
+// read-only Fleet refuses.
+func (f *Fleet) CreateResults(ctx context.Context) error {
+	if f.opts.ReadOnly {
+		return errors.New("fleet: joined read-only: the results bucket is not created")
+	}
+	_, _, err := f.ensureBucket(ctx)
+	return err
+}

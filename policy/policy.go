@@ -206,6 +206,28 @@ func (p *Policy) Lookup(tool string) Tool {
 	return p.Default
 }
 
+// AnyShared reports whether p marks a tool shared (a pure function, whose
+// results a fleet shares between replicas: its results bucket).
+func (p *Policy) AnyShared() bool {
+	if p == nil {
+		return false
+	}
+	if p.Default.Shared {
+		return true
+	}
+	for _, t := range p.Tools {
+		if t.Shared {
+			return true
+		}
+	}
+	for _, g := range p.Globs {
+		if g.Tool.Shared {
+			return true
+		}
+	}
+	return false
+}
+
 // Strategy returns the dedup strategy and how many predictions of one tool
 // it keeps, with defaults filled in.
 func (p *Policy) Strategy() (string, int) {

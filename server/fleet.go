@@ -39,7 +39,7 @@ func joinFleet(ctx context.Context, fc *config.Fleet, backends map[string]engine
 		URL:             fc.URL,
 		Name:            fc.Name,
 		Backends:        shared,
-		ShareResults:    sharesResults(pol),
+		ShareResults:    pol.AnyShared(),
 		FenceTimeout:    fc.FenceTimeout,
 		AnnounceTimeout: fc.AnnounceTimeout,
 		MaxBytes:        fc.MaxBytes,
@@ -138,26 +138,4 @@ func (rs recorders) Record(ev trace.Event) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// sharesResults reports whether pol marks a tool shared (a pure function),
-// whose results the fleet then shares (its results bucket).
-func sharesResults(pol *policy.Policy) bool {
-	if pol == nil {
-		return false
-	}
-	if pol.Default.Shared {
-		return true
-	}
-	for _, t := range pol.Tools {
-		if t.Shared {
-			return true
-		}
-	}
-	for _, g := range pol.Globs {
-		if g.Tool.Shared {
-			return true
-		}
-	}
-	return false
 }
