@@ -71,6 +71,10 @@ func (p *Proxy) receive(runs bool) mcp.Middleware {
 
 // serve serves one downstream request in the session s.
 func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	// What the upstream answers is counted in the budget of the HTTP
+	// request that carried req (budget.go), not of the one that opened
+	// the session, long answered.
+	ctx = s.p.budgets.with(ctx, req)
 	switch method {
 	case "initialize":
 		return s.initialize(ctx, next, method, req)
@@ -90,8 +94,6 @@ func (s *session) serve(ctx context.Context, next mcp.MethodHandler, method stri
 			// revisions and stdio cancel a call explicitly: it is cut.
 			ctx = engine.KeepRunning(ctx)
 		}
-		// Its answer counted in its HTTP request's budget (budget.go).
-		ctx = s.p.budgets.with(ctx, req)
 		return s.callTool(ctx, req.GetParams().(*mcp.CallToolParamsRaw))
 	case "prompts/list":
 		return s.listPrompts(ctx)
