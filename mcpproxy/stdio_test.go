@@ -316,3 +316,51 @@ func TestFrontCallsCounted(t *testing.T) {
 		}
 	}
 }
+
+// repeat reads msg over and over.
+type repeat struct {
+	msg []byte
+	off int
+}
+
+func (r *repeat) Read(p []byte) (int, error) {
+	n := copy(p, r.msg[r.off:])
+	r.off = (r.off + n) % len(r.msg)
+	return n, nil
+}
+
+// BenchmarkStdioRead: reading a stdio upstream's answers, ahead's
+// connection (each message scanned for its end and id, into a buffer of
+// its own) beside the SDK's (a JSON decoder), side by side:
+//
+//	go test -run '^$' -bench StdioRead ./mcpproxy
+func BenchmarkStdioRead(b *testing.B) {
+	for _, size := range []int{1 << 10, 8 << 20} {
+		msg := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", size) + `"}]}}` + "\n")
+		for _, impl := range []struct {
+			name string
+			conn func(io.Reader) mcp.Connection
+		}{
+			{"sdk", func(r io.Reader) mcp.Connection {
+				c, err := (&mcp.IOTransport{Reader: io.NopCloser(r), Writer: nopWriteCloser{io.Discard}}).Connect(b.Context())
+				if err != nil {
+					b.Fatal(err)
+				}
+				return c
+			}},
+			{"ahead", func(r io.Reader) mcp.Connection { return newStdioConn(r, nopWriteCloser{io.Discard}) }},
+		} {
+			b.Run(fmt.Sprintf("%s/%d", impl.name, size), func(b *testing.B) {
+				c := impl.conn(&repeat{msg: msg})
+				defer c.Close()
+				b.SetBytes(int64(len(msg)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := c.Read(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
