@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -30,13 +31,9 @@ func BenchmarkAddedLatencyStdio(b *testing.B) {
 		b.Fatal(err)
 	}
 	up := Upstream{Name: "everything", Command: server}
-	direct := benchClient(b, func() mcp.Transport {
-		t, err := up.transport(io.Discard)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return t
-	})
+	// Direct as an agent launches it: the SDK's command transport (ahead
+	// reads its upstreams with its own, stdio.go).
+	direct := benchClient(b, func() mcp.Transport { return &mcp.CommandTransport{Command: exec.Command(server)} })
 	via := benchClient(b, func() mcp.Transport { return stdioProxy(b, up) })
 	measure(b, direct, via, "test_simple_text")
 }
