@@ -60,7 +60,8 @@ func joinAcross(dst []rawCand, start int, bases []baseSource) []rawCand {
 				}
 			}
 			// A start found in the event of the rest is joined there
-			// (findSources): nothing to add. (When the rest's event is
+			// (findSources) or, a word of it, is that event's own
+			// wording: nothing to add. (When the rest's event is
 			// not among the bases, an older event of its signature that
 			// only a list of every such event reaches, both may be
 			// offered; validation keeps what reproduces the calls.)
@@ -69,7 +70,7 @@ func joinAcross(dst []rawCand, start int, bases []baseSource) []rawCand {
 					if j == own {
 						continue
 					}
-					l, sep, ok := findBase(bases[j].x, rc.prefix)
+					l, sep, ok := findBase(bases[j].x, rc.prefix, true)
 					if ok && (f.b < 0 || len(sep) < len(f.sep) || (len(sep) == len(f.sep) && bases[j].back < bases[f.b].back)) {
 						f = found{b: j, l: l, sep: sep}
 					}
@@ -89,6 +90,6 @@ func joinAcross(dst []rawCand, start int, bases []baseSource) []rawCand {
 }
 
 func hasBase(x evIndex, prefix string) bool {
-	_, _, ok := findBase(x, prefix)
+	_, _, ok := findBase(x, prefix, true)
 	return ok
 }

@@ -251,16 +251,20 @@ func (rc *rawCand) isList() bool { return rc.list != "" || rc.lines }
 // maxEntryTokens bounds the tokens of a line read as a list's entry.
 const maxEntryTokens = 3
 
-// findBase finds the longest start of prefix that is a string value of
-// the event (x, its index), whole or a line or token of it, and ends where
-// a separator or the prefix does: the first source of a value of two
-// sources. It returns where the start was found (a whole value before a
-// selection from one) and the constant after it.
+// findBase finds the longest start of prefix that is a whole string
+// value of the event (x, its index), or else, with words, the longest that
+// is a line or token of one, and ends where a separator or the prefix
+// does: the first source of a value of two sources. It returns where the
+// start was found and the constant after it.
 //
-// A token as the first part lets a frame that a pool may not hold as a
+// A word as the first part lets a frame that a pool may not hold as a
 // constant (pattern.Identifying: "python3 ") be read from the session's
-// own earlier call, joined with a value of another.
-func findBase(x evIndex, prefix string) (loc, string, bool) {
+// own earlier call, joined with a value of another (joinAcross). In the
+// event the rest is read from, a word before it is only that event's
+// wording again (a command's program before its file), which the
+// constant frame already says: it is not looked for there, where it would
+// double the candidates of every templated value.
+func findBase(x evIndex, prefix string, words bool) (loc, string, bool) {
 	if len(prefix) < 2 {
 		return loc{}, "", false
 	}
@@ -278,6 +282,10 @@ func findBase(x evIndex, prefix string) (loc, string, bool) {
 		buf = rawjson.AppendEscaped(buf, prefix[i:i+1])
 	}
 	off = append(off, int32(len(buf)))
+	// The longest start that is a word, kept while a whole value may
+	// still be found at a shorter one.
+	var word loc
+	wordAt := -1
 	for i := len(prefix); i >= 2; i-- {
 		if i < len(prefix) && !isSeparator(prefix[i]) {
 			continue
@@ -285,21 +293,20 @@ func findBase(x evIndex, prefix string) (loc, string, bool) {
 		// Longest first: closing the key at off[i] overwrites only what
 		// longer starts used.
 		key := append(buf[:off[i]], '"')
-		sel := -1
-		for k, l := range x[string(key)] {
+		for _, l := range x[string(key)] {
 			if l.norm != "" || (l.part != pattern.PartArgs && l.path == "") {
 				continue
 			}
 			if l.sel == nil {
 				return l, prefix[i:], true
 			}
-			if sel < 0 {
-				sel = k
+			if words && wordAt < 0 {
+				word, wordAt = l, i
 			}
 		}
-		if sel >= 0 {
-			return x[string(key)][sel], prefix[i:], true
-		}
+	}
+	if wordAt >= 0 {
+		return word, prefix[wordAt:], true
 	}
 	return loc{}, "", false
 }
@@ -327,7 +334,7 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 	findBaseOnce := func(prefix string) (loc, string, bool) {
 		if prefix != base.prefix {
 			base.prefix = prefix
-			base.l, base.sep, base.ok = findBase(x, prefix)
+			base.l, base.sep, base.ok = findBase(x, prefix, false)
 		}
 		return base.l, base.sep, base.ok
 	}
@@ -368,7 +375,7 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 		if bl, sep, ok := findBaseOnce(prefix); ok {
 			for i, end := start, len(dst); i < end; i++ {
 				c2 := dst[i]
-				c2.basePart, c2.basePath, c2.baseSel, c2.prefix = bl.part, bl.path, bl.sel, sep
+				c2.basePart, c2.basePath, c2.prefix = bl.part, bl.path, sep
 				dst = append(dst, c2)
 			}
 		}
