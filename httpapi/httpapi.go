@@ -51,6 +51,12 @@ import (
 // 503 rather than left without an answer.
 var ErrShutdown = errors.New("ahead: shutting down: the call was cut off after the grace period")
 
+// ErrBusy is the cause a server gives the context of a request it sheds to
+// make room (ahead serve: a call whose output waits for the answer budget,
+// its client having received nothing, when every connection slot is
+// wanted): the call is answered 503, and the client may ask again.
+var ErrBusy = errors.New("ahead: busy: every connection is held and this call's answer was waiting for memory; ask again")
+
 // Engine is what the handler needs of *engine.Engine.
 type Engine interface {
 	Call(ctx context.Context, session, tool string, args json.RawMessage) (engine.Result, error)
@@ -294,7 +300,8 @@ func (h *Handler) callErrorCode(ctx context.Context, err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, engine.ErrUnknownTool):
 		return http.StatusNotFound
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, sched.ErrClosed), errors.Is(context.Cause(ctx), ErrShutdown):
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, sched.ErrClosed), errors.Is(context.Cause(ctx), ErrShutdown),
+		errors.Is(context.Cause(ctx), ErrBusy):
 		return http.StatusServiceUnavailable
 	case ctx.Err() != nil:
 		// The client gave up (or the server is closing its connection);

@@ -74,6 +74,7 @@ type answers struct {
 	budget  int64
 	reserve int64        // of the budget, for holds of at most smallRead bytes
 	cuts    atomic.Int64 // answers cut, for the log, /v1/stats and tests
+	sheds   atomic.Int64 // queued reads shed for a connection slot (tests)
 
 	mu      sync.Mutex // protects everything below and every flight's and hold's fields
 	held    int64      // bytes of the answers being written
@@ -85,6 +86,7 @@ type answers struct {
 	seq     uint64             // orders holds by their first read
 	changed chan struct{}      // closed when bytes are released, if a read waits
 	took    time.Time          // when a client last took a piece of its answer
+	shedAt  time.Time          // when a queued read was last shed
 }
 
 // stalledGrace is how long a read waiting for bytes lets a write whose
@@ -122,6 +124,11 @@ type hold struct {
 	// at most a few at once): what is read after is not counted, as no
 	// one would release it.
 	ended bool
+	// shed, if set, ends the request with a cause (httpapi.ErrBusy) when
+	// its read, queued for bytes, gives way to a newcomer (shedQueued).
+	shed     context.CancelCauseFunc
+	shedded  bool      // shed was called
+	queuedAt time.Time // when it last joined the queue
 }
 
 var _ backend.Budget = (*hold)(nil)
@@ -166,6 +173,9 @@ func (h *hold) Grow(ctx context.Context, n int64) error {
 			return nil
 		}
 		if h.n+n > smallRead {
+			if _, ok := a.queued[h]; !ok {
+				h.queuedAt = time.Now()
+			}
 			a.queued[h] = struct{}{}
 			if head := a.headLocked(); head != h {
 				// Only the oldest queued read watches the budget
@@ -515,4 +525,66 @@ func (a *answers) heldBytes() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.held
+}
+
+// shedQueued ends the request of the read that queued last for bytes
+// beyond smallRead, once it has waited notReadingGrace, and reports
+// whether it shed one: a connection slot is wanted (connLimit). Its
+// client has received nothing: it is answered 503 with Retry-After and
+// its connection closes (guard), its call running on for the same call
+// asked again to join (engine/orphan.go). Beside 100 clients asking for 8
+// MiB answers, reading nothing and asking again, most connections hold
+// such reads, and a newcomer waited for an answer not being read to count
+// as such (up to silentGrace when no client took bytes), in the one
+// accept loop, behind the reconnections before it. At most one read is
+// shed a notReadingGrace, so that clients shed and asking again at once
+// do not shed one another without end.
+func (a *answers) shedQueued() bool {
+	a.mu.Lock()
+	now := time.Now()
+	if now.Sub(a.shedAt) < notReadingGrace {
+		a.mu.Unlock()
+		return false
+	}
+	var victim *hold
+	for h := range a.queued {
+		if h.shed != nil && !h.shedded && now.Sub(h.queuedAt) >= notReadingGrace && (victim == nil || h.seq > victim.seq) {
+			victim = h
+		}
+	}
+	if victim == nil {
+		a.mu.Unlock()
+		return false
+	}
+	victim.shedded = true
+	a.shedAt = now
+	a.sheds.Add(1)
+	a.mu.Unlock()
+	victim.shed(httpapi.ErrBusy) // outside a.mu: its read's wait may take it
+	return true
+}
+
+// shedIn is how long until shedQueued may shed a read; ok false if no
+// queued read can be shed.
+func (a *answers) shedIn() (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	left, ok := time.Duration(0), false
+	for h := range a.queued {
+		if h.shed == nil || h.shedded {
+			continue
+		}
+		if l := notReadingGrace - now.Sub(h.queuedAt); !ok || l < left {
+			left, ok = l, true
+		}
+	}
+	return max(left, notReadingGrace-now.Sub(a.shedAt)), ok
+}
+
+// wasShed reports whether h's request was shed for a connection slot.
+func (h *hold) wasShed() bool {
+	h.a.mu.Lock()
+	defer h.a.mu.Unlock()
+	return h.shedded
 }

@@ -94,7 +94,10 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		// A client not reading its answer gives way at once; its
 		// handler ends and its connection closes, which frees a slot:
 		// wait for that (up to silentGrace) before cutting another.
-		if l.answers != nil && (cutAt.IsZero() || time.Since(cutAt) >= silentGrace) && l.answers.cutNotReading() {
+		// A read queued for bytes, whose client has received nothing,
+		// gives way first (answers.shedQueued).
+		if l.answers != nil && (cutAt.IsZero() || time.Since(cutAt) >= silentGrace) &&
+			(l.answers.shedQueued() || l.answers.cutNotReading()) {
 			cutAt = time.Now()
 		}
 		closing := !cutAt.IsZero() && time.Since(cutAt) < silentGrace
@@ -113,6 +116,12 @@ func (l *connLimit) Accept() (net.Conn, error) {
 				// Looked at again within notReadingGrace: another client
 				// taking bytes meanwhile shortens the grace.
 				w := max(min(left, notReadingGrace), time.Millisecond)
+				if wait < 0 || w < wait {
+					wait = w
+				}
+			}
+			if left, ok := l.answers.shedIn(); ok {
+				w := max(left, time.Millisecond)
 				if wait < 0 || w < wait {
 					wait = w
 				}

@@ -16,7 +16,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ahead-dev/ahead/backend"
 	"github.com/ahead-dev/ahead/config"
+	"github.com/ahead-dev/ahead/httpapi"
 )
 
 // startRun runs Run with cfg until the test ends and returns its URL.
@@ -551,5 +553,106 @@ func TestNotReadingGivesWayAtOnce(t *testing.T) {
 				t.Errorf("the newcomer was served after %v, before the reader could end", took)
 			}
 		})
+	})
+}
+
+// TestQueuedReadGivesWayFirst: with every slot held, one by a client that
+// reads nothing of its answer and one by a call whose output waits for the
+// answer budget, a newcomer is served at once in the slot of the waiting
+// call, whose client has received nothing: it is answered 503 with
+// Retry-After and its connection closes; the answer not being read is not
+// cut for it (issue 23: beside 100 clients that read nothing and ask
+// again, newcomers waited in the one accept loop, each for an answer to
+// count as not read, up to silentGrace when no client took bytes).
+func TestQueuedReadGivesWayFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const size = 1 << 20
+		big := strings.Repeat("x", size)
+		wrote := make(chan error, 1)
+		budget := newAnswers(size + size/2)
+		ln := newPipeListener()
+		limit := newConnLimit(ln, 2)
+		limit.answers = budget
+		srv := &http.Server{ConnState: limit.track, Handler: guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/big":
+				_, err := io.WriteString(w, big)
+				wrote <- err
+			case "/v1/sessions/s/calls":
+				// As a backend reads a large output (backend.ReadCounted),
+				// and as the API answers a request cut with ErrBusy.
+				b := backend.BudgetOf(r.Context())
+				err := b.Grow(r.Context(), smallRead)
+				if err == nil {
+					err = b.Grow(r.Context(), size)
+				}
+				if errors.Is(err, httpapi.ErrBusy) {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				io.WriteString(w, "done")
+			default:
+				io.WriteString(w, "ok")
+			}
+		}), guardOptions{WriteTimeout: time.Minute, Answers: budget})}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(limit) }() // owned: joined below
+		defer func() {
+			srv.Close()
+			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("Serve: %v", err)
+			}
+		}()
+		request := func(c net.Conn, method, path string) {
+			go io.WriteString(c, method+" "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n") // owned: ends with c
+		}
+		request(ln.dial(), "GET", "/big") // and never read
+		synctest.Wait()
+		queued := ln.dial()
+		request(queued, "POST", "/v1/sessions/s/calls")
+		shed := make(chan *http.Response, 1)
+		go func() { // owned: joined below
+			br := bufio.NewReader(queued)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Errorf("the queued call: %v", err)
+				shed <- nil
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("after its 503, the queued call's connection: %v, want EOF (closed)", err)
+			}
+			shed <- resp
+		}()
+		time.Sleep(2 * notReadingGrace)
+		if budget.sheds.Load() != 0 {
+			t.Fatal("a read was shed with a free slot")
+		}
+		start := time.Now()
+		c := ln.dial()
+		request(c, "GET", "/small")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("a newcomer: %v", err)
+		}
+		resp.Body.Close()
+		if took := time.Since(start); took >= notReadingGrace {
+			t.Errorf("a newcomer with every slot held, one by a call waiting for the budget: served in %v, want at once", took)
+		}
+		if r := <-shed; r != nil && (r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "") {
+			t.Errorf("the queued call: %s, Retry-After %q; want 503 with Retry-After", r.Status, r.Header.Get("Retry-After"))
+		}
+		if n := budget.cuts.Load(); n != 0 {
+			t.Errorf("%d answers cut, want 0: the queued read gives way first", n)
+		}
+		select {
+		case err := <-wrote:
+			t.Errorf("the answer not being read ended (%v), want it still held", err)
+		default:
+		}
+		srv.Close()
+		<-wrote
 	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"io"
@@ -58,7 +59,16 @@ func guard(h http.Handler, o guardOptions) http.Handler {
 			// The call's output is counted as it is read (answers.go).
 			held = o.Answers.newHold()
 			defer held.end()
-			r = r.WithContext(backend.WithBudget(r.Context(), held))
+			ctx := r.Context()
+			if strings.HasPrefix(r.URL.Path, "/v1/sessions/") {
+				// The API's calls may be shed for a connection slot
+				// (answers.shedQueued): answered 503, ErrBusy.
+				var cancel context.CancelCauseFunc
+				ctx, cancel = context.WithCancelCause(ctx)
+				defer cancel(nil)
+				held.shed = cancel
+			}
+			r = r.WithContext(backend.WithBudget(ctx, held))
 		}
 		if o.WriteTimeout > 0 || o.Answers != nil {
 			w = &deadlineWriter{ResponseWriter: w, rc: rc, d: o.WriteTimeout, answers: o.Answers, hold: held}
@@ -149,6 +159,16 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return written, nil
+}
+
+// WriteHeader closes the connection after a shed request's answer: its
+// slot is wanted (answers.shedQueued).
+func (w *deadlineWriter) WriteHeader(code int) {
+	if w.hold != nil && w.hold.wasShed() {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *deadlineWriter) renew() {
