@@ -273,8 +273,10 @@ type Report struct {
 	LearningCurves map[Mode][]float64 `json:"learning_curves,omitempty"`
 	// HiddenStallHalves is the ahead mode's hidden stall ratio in the
 	// first and the second half of the sessions in file order
-	// (Options.Halves): a fresh install's first days, and after.
-	HiddenStallHalves []float64 `json:"hidden_stall_ratio_halves,omitempty"`
+	// (Options.Halves): a fresh install's first days, and after. A half
+	// whose serial stall is no larger than the oracle's (a machine whose
+	// timers are late by more than the calls last) has no ratio: null.
+	HiddenStallHalves []*float64 `json:"hidden_stall_ratio_halves,omitempty"`
 }
 
 // ReportConfig records what was run.
@@ -417,9 +419,11 @@ func (r *Report) summarise() {
 			for i := h[0]; i < h[1]; i++ {
 				s, a, o = s+serial.stallMS[i], a+ahead.stallMS[i], o+oracle.stallMS[i]
 			}
+			var ratio *float64
 			if s > o {
-				r.HiddenStallHalves = append(r.HiddenStallHalves, (s-a)/(s-o))
+				ratio = ptr((s - a) / (s - o))
 			}
+			r.HiddenStallHalves = append(r.HiddenStallHalves, ratio)
 		}
 	}
 	if aa := r.Mode(AA); serial != nil && aa != nil {

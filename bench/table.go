@@ -120,7 +120,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if h := r.HiddenStallHalves; len(h) == 2 {
 		n := r.Config.Sessions
-		fmt.Fprintf(&b, "by half (ahead)     hidden stall ratio %.2f in sessions 1–%d, %.2f in sessions %d–%d\n", h[0], n/2, h[1], n/2+1, n)
+		fmt.Fprintf(&b, "by half (ahead)     hidden stall ratio %s in sessions 1–%d, %s in sessions %d–%d\n", orDash(h[0]), n/2, orDash(h[1]), n/2+1, n)
 	}
 	if len(r.LearningCurves) > 0 {
 		b.WriteString("learning curve      hidden stall ratio by fifth of the sessions:")
@@ -287,4 +287,12 @@ func (r *Report) WriteLegend(w io.Writer) error {
 `)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// orDash formats a ratio that may be undefined (nil) as "—".
+func orDash(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", *v)
 }

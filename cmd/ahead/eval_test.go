@@ -43,17 +43,18 @@ func TestEvalFresh(t *testing.T) {
 // reports the hidden stall of each half; it refuses a pool to start from.
 func TestBenchLearn(t *testing.T) {
 	const tr = "../../convo/testdata/library.jsonl"
-	// At time scale 0.05 a call's 800 ms is 40 ms, well above the timer
-	// lateness of a loaded machine (hundreds of ms at time scale 0.001
-	// made the serial stall no larger than the oracle's, and the halves
-	// undefined).
+	// At time scale 0.05 a call's 800 ms is 40 ms, above the timer
+	// lateness of a machine under ordinary load; where timers are later
+	// than that (a load of 25 on 2 cores), a half's ratio is undefined and
+	// reported as null: what each half hid is checked in bench's own test
+	// (a synthetic clock); here, that the command reports both halves.
 	code, out, errOut := runCLI(t, "bench", "--learn", "--relearn-every", "5", "--json", "--time-scale", "0.05",
 		"--tool-latency", "const:800ms", "--policy", "../../bench/testdata/policy.yaml", tr)
 	if code != 0 {
 		t.Fatalf("bench --learn: exit %d: %s", code, errOut)
 	}
 	var rep struct {
-		Halves []float64 `json:"hidden_stall_ratio_halves"`
+		Halves []*float64 `json:"hidden_stall_ratio_halves"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
