@@ -2,6 +2,7 @@ package convo
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/ahead-dev/ahead/trace"
@@ -16,9 +17,9 @@ import (
 // each distinct message once, before the replays; a replay then only
 // gives the tokens what its model reads of them (vocabulary ids, shapes).
 //
-// Bound: one lexTok (16 bytes) per token of each distinct message text
-// mined (a token is at least one byte and a separator: at most 8 bytes
-// per byte of text, about 2 in practice: 37 MB for the 17 MB of distinct
+// Bound: one lexTok (8 bytes) per token of each distinct message text
+// mined (a token is at least one byte and a separator: at most 4 bytes
+// per byte of text, about 1 in practice: 19 MB for the 17 MB of distinct
 // text of the shared -conv files), plus a map entry per distinct text;
 // the texts are the sessions' own. And one callArgs per distinct
 // arguments of a call mined (its names, values and hashes: a few hundred
@@ -54,9 +55,10 @@ type lexed struct {
 	year   int
 }
 
-// lexTok is a token of a message text without what depends on a model.
+// lexTok is a token of a message text without what depends on a model
+// (8 bytes: its hash is taken per replay, where a model reads it, as
+// tokenize does; keeping it would add half the lexicon's memory).
 type lexTok struct {
-	h     uint64 // hash of the text
 	off   uint32
 	bits  uint16
 	n     uint8
@@ -77,10 +79,13 @@ func newLexicon(sessions []trace.Session) *lexicon {
 	for p := range n {
 		wg.Go(func() {
 			lx := &lexicon{msgs: make(map[string]*lexed), calls: make(map[string]*callArgs)}
+			var buf []lexTok
 			for _, s := range sessions[p*len(sessions)/n : (p+1)*len(sessions)/n] {
 				for _, msg := range s.Messages {
 					if _, ok := lx.msgs[msg.Content]; !ok {
-						lx.msgs[msg.Content] = lex(msg.Content)
+						var l *lexed
+						l, buf = lex(msg.Content, buf)
+						lx.msgs[msg.Content] = l
 					}
 				}
 				for _, ev := range s.Events {
@@ -119,9 +124,11 @@ func (lx *lexicon) call(args []byte) *callArgs {
 }
 
 // lex reads a message text's tokens as state.tokenize does (the same
-// scan; TestTokenizeSame compares the segments made both ways).
-func lex(s string) *lexed {
-	l := &lexed{toks: make([]lexTok, 0, countRuns(s))}
+// scan; TestTokenizeSame compares the segments made both ways), in buf
+// (returned for the next text), then copied to an array of their number.
+func lex(s string, buf []lexTok) (*lexed, []lexTok) {
+	l := &lexed{}
+	toks := buf[:0]
 	for i := 0; i < len(s); {
 		if tokBits[s[i]] == 0 {
 			i++
@@ -150,7 +157,7 @@ func lex(s string) *lexed {
 		if e != j {
 			bits = classBits(t)
 		}
-		lt := lexTok{h: hashString(t), off: uint32(off), n: uint8(len(t)), bits: bits}
+		lt := lexTok{off: uint32(off), n: uint8(len(t)), bits: bits}
 		if word && len(t) >= 2 && len(t) <= 24 {
 			lt.flags |= lexWord
 		}
@@ -162,9 +169,10 @@ func lex(s string) *lexed {
 		} else if monthOf(t) != 0 && t != "may" {
 			l.months = true
 		}
-		l.toks = append(l.toks, lt)
+		toks = append(toks, lt)
 	}
-	return l
+	l.toks = slices.Clone(toks)
+	return l, toks
 }
 
 // lexedSegment is newSegment for a text the lexicon read: the same
@@ -182,14 +190,15 @@ func (st *state) lexedSegment(role uint8, text string, l *lexed) *segment {
 		tk.initial = role != roleCall && lt.flags&lexInitial != 0
 		read := c.readsClass(lt.bits)
 		word := lt.flags&lexWord != 0
+		t := text[lt.off : lt.off+uint32(lt.n)]
 		if read || word {
-			tk.h = lt.h
+			tk.h = hashString(t)
 		}
 		if word {
-			tk.word = c.wordID(text[lt.off:lt.off+uint32(lt.n)], lt.h)
+			tk.word = c.wordID(t, tk.h)
 		}
 		if read {
-			tk.shape = st.shapeOf(text[lt.off:lt.off+uint32(lt.n)], lt.bits)
+			tk.shape = st.shapeOf(t, lt.bits)
 		}
 		seg.toks = append(seg.toks, tk)
 	}

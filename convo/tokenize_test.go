@@ -146,7 +146,7 @@ func TestTokenizeSame(t *testing.T) {
 	lexSt := newState(c, DefaultMaxBytes, false)
 	lexSt.lex = &lexicon{msgs: make(map[string]*lexed)}
 	for _, text := range texts {
-		lexSt.lex.msgs[text] = lex(text)
+		lexSt.lex.msgs[text], _ = lex(text, nil)
 	}
 	for i, text := range texts {
 		for _, role := range []uint8{roleUser, roleAssistant} {
