@@ -130,32 +130,11 @@ func lex(s string, buf []lexTok) (*lexed, []lexTok) {
 	l := &lexed{}
 	toks := buf[:0]
 	for i := 0; i < len(s); {
-		if tokBits[s[i]] == 0 {
-			i++
-			continue
-		}
-		j := i
-		var bits uint16
-		for j < len(s) {
-			cb := tokBits[s[j]]
-			if cb == 0 {
-				break
-			}
-			bits |= cb
-			j++
-		}
-		word := bits == lowerBit
-		e := j
-		for e > i && s[e-1] == '.' {
-			e--
-		}
-		t, off := s[i:e], i
+		off, e, j, bits, word := nextToken(s, i)
+		t := s[off:e]
 		i = j
 		if t == "" || len(t) > maxTokenLen {
 			continue
-		}
-		if e != j {
-			bits = classBits(t)
 		}
 		lt := lexTok{off: uint32(off), n: uint8(len(t)), bits: bits}
 		if word && len(t) >= 2 && len(t) <= 24 {

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode"
 
 	"github.com/ahead-dev/ahead/trace"
 )
@@ -417,37 +416,6 @@ func (tm *tableMiner) latest(v string) (tokRef, []string) {
 		}
 	}
 	return best, bestTfs
-}
-
-func keepable(x any) bool {
-	switch x := x.(type) {
-	case string:
-		return !private(x)
-	case []any:
-		for _, e := range x {
-			if !keepable(e) {
-				return false
-			}
-		}
-	case map[string]any:
-		for k, e := range x {
-			if private(k) || !keepable(e) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// private reports whether a string may not be stored as a constant: it
-// has a digit, '@', '#' or an upper-case letter.
-func private(s string) bool {
-	for _, r := range s {
-		if r == '@' || r == '#' || unicode.IsDigit(r) || unicode.IsUpper(r) {
-			return true
-		}
-	}
-	return false
 }
 
 // Arguments whose values the conversation gave less often than this are

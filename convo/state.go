@@ -373,37 +373,11 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 	c := st.c
 	s := seg.text[:to]
 	for i := from; i < len(s); {
-		if tokBits[s[i]] == 0 {
-			i++
-			continue
-		}
-		// The scan only gathers the token's class set: whether it is a
-		// word follows from it, and its shape is spelled only for the few
-		// tokens an argument reads that mix classes.
-		j := i
-		var bits uint16
-		for j < len(s) {
-			cb := tokBits[s[j]]
-			if cb == 0 {
-				break
-			}
-			bits |= cb
-			j++
-		}
-		// A word is lower-case letters only; one that ends a sentence
-		// (a trailing '.', trimmed below) is not counted as one.
-		word := bits == lowerBit
-		e := j
-		for e > i && s[e-1] == '.' {
-			e--
-		}
-		t, off := s[i:e], i
+		off, e, j, bits, word := nextToken(s, i)
+		t := s[off:e]
 		i = j
 		if t == "" || len(t) > maxTokenLen {
 			continue
-		}
-		if e != j {
-			bits = classBits(t) // trailing dots trimmed
 		}
 		tk := token{off: uint32(off), n: uint8(len(t)), bits: bits, word: -1, shape: -1}
 		tk.initial = seg.role != roleCall && sentenceStart(s, off)
@@ -422,6 +396,38 @@ func (st *state) tokenize(seg *segment, from, to int, arg string) {
 		}
 		seg.toks = append(seg.toks, tk)
 	}
+}
+
+// nextToken finds the first token of s at or after i, as tokenize and the
+// lexicon read it: a run of token characters from off to next, its
+// trailing dots trimmed (end), bits its class set (of the trimmed token),
+// word whether the run is lower-case letters only (a word that ends a
+// sentence is not one). At the end of s, off == end == next == len(s).
+func nextToken(s string, i int) (off, end, next int, bits uint16, word bool) {
+	for i < len(s) && tokBits[s[i]] == 0 {
+		i++
+	}
+	// The scan only gathers the token's class set: whether it is a word
+	// follows from it, and its shape is spelled only for the few tokens an
+	// argument reads that mix classes.
+	j := i
+	for j < len(s) {
+		cb := tokBits[s[j]]
+		if cb == 0 {
+			break
+		}
+		bits |= cb
+		j++
+	}
+	word = bits == lowerBit
+	e := j
+	for e > i && s[e-1] == '.' {
+		e--
+	}
+	if e != j && e > i && e-i <= maxTokenLen {
+		bits = classBits(s[i:e]) // trailing dots trimmed
+	}
+	return i, e, j, bits, word
 }
 
 // shapeOf is c.shapeOf, by packed key where st.codes allows.
