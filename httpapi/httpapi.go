@@ -275,6 +275,13 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		code := h.callErrorCode(r.Context(), err)
+		if cause := context.Cause(r.Context()); errors.Is(cause, ErrBusy) {
+			// Shed to make room (a defence that works as meant under
+			// load): the client is told why, the log only at debug.
+			h.opts.Logger.Debug("call shed", "session", session, "tool", req.Tool, "code", code)
+			writeError(w, code, cause.Error())
+			return
+		}
 		if code >= 500 {
 			h.opts.Logger.Warn("call not served", "session", session, "tool", req.Tool, "code", code, "err", err)
 		}

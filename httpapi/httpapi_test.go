@@ -382,3 +382,30 @@ func TestDeclaredLengthNotAllocated(t *testing.T) {
 		t.Errorf("a request declaring %d bytes and sending 1 allocated %d bytes, want at most 256 KiB", httpapi.DefaultMaxBodyBytes, per)
 	}
 }
+
+// TestShedBusy: a call whose request the server sheds to make room
+// (ahead serve's answer budget, cause ErrBusy) is answered 503, as one cut
+// by a shutdown is, not 499 as one whose client left.
+func TestShedBusy(t *testing.T) {
+	eng := engine.New(&engine.Options{Backends: map[string]engine.Backend{"b": {Backend: backend.Funcs{
+		"wait": func(ctx context.Context, args json.RawMessage) (string, error) {
+			<-ctx.Done()
+			return "", ctx.Err()
+		},
+	}}}})
+	t.Cleanup(eng.Close)
+	h := newHandler(eng, httpapi.Options{})
+	ctx, shed := context.WithCancelCause(t.Context())
+	req := httptest.NewRequestWithContext(ctx, "POST", "/v1/sessions/s/calls", strings.NewReader(`{"tool": "wait"}`))
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(rec, req)
+	}()
+	shed(httpapi.ErrBusy)
+	<-done
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "busy") {
+		t.Errorf("shed call: %d %s, want 503 saying busy", rec.Code, rec.Body)
+	}
+}
