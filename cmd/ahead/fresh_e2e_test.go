@@ -59,6 +59,14 @@ speculation_policy:
 			if a := call(t, s.url, "desk-1", `{"tool": "get_order", "args": {"order_id": "W1234567"}}`); a.Code != 200 || a.Source != "executed" {
 				t.Fatalf("the first session's call: %+v, want executed", a)
 			}
+			// The predictor sees a result after it is returned, in each
+			// session's order but not across sessions: a call of the same
+			// session waits for what the one before it predicted, so that
+			// the tool has been seen before the second session speaks
+			// (under load the second session's message was heard first).
+			if a := call(t, s.url, "desk-1", `{"tool": "get_order", "args": {"order_id": "W1234567"}}`); a.Code != 200 {
+				t.Fatalf("the first session's second call: %+v", a)
+			}
 			// The second: its user says another order id.
 			say("desk-2", "hi, where is my order W7654321 please")
 			const want = `/tools/get_order{"order_id":"W7654321"}`
