@@ -37,11 +37,20 @@ func (f *Fleet) ensureStreamUnless(ctx context.Context, readOnly bool) error {
 // MaxAge), or with ErrNotCreated if it does not exist.
 func (f *Fleet) Stream(ctx context.Context) (StreamState, error) {
 	st, err := f.streamState(ctx, f.stream)
-	if err == nil && (st.MaxBytes != f.opts.MaxBytes || st.MaxAge != f.opts.MaxAge) {
-		err = fmt.Errorf("fleet: stream %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
-			st.Name, st.MaxBytes, st.MaxAge, f.opts.MaxBytes, f.opts.MaxAge)
+	if err == nil {
+		err = st.within("stream "+st.Name, f.opts.MaxBytes, f.opts.MaxAge)
 	}
 	return st, err
+}
+
+// within fails unless st has the bounds a replica sets (maxBytes,
+// maxAge); what names st in the error.
+func (st StreamState) within(what string, maxBytes int64, maxAge time.Duration) error {
+	if st.MaxBytes == maxBytes && st.MaxAge == maxAge {
+		return nil
+	}
+	return fmt.Errorf("fleet: %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
+		what, st.MaxBytes, st.MaxAge, maxBytes, maxAge)
 }
 
 func (f *Fleet) streamState(ctx context.Context, name string) (StreamState, error) {
@@ -101,9 +110,8 @@ func (f *Fleet) LearningState(ctx context.Context, opts *LearningOptions) (Learn
 	if st.Traces, err = f.streamState(ctx, f.tracesStream()); err != nil {
 		return st, err
 	}
-	if st.Traces.MaxBytes != o.MaxBytes || st.Traces.MaxAge != o.MaxAge {
-		return st, fmt.Errorf("fleet: stream %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
-			st.Traces.Name, st.Traces.MaxBytes, st.Traces.MaxAge, o.MaxBytes, o.MaxAge)
+	if err := st.Traces.within("stream "+st.Traces.Name, o.MaxBytes, o.MaxAge); err != nil {
+		return st, err
 	}
 	pools, err := f.js.ObjectStore(ctx, f.poolBucket())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -183,9 +191,8 @@ func StoreBytes(opts *LearningOptions) int64 {
 // ErrNotCreated if it does not exist.
 func (f *Fleet) ResultsState(ctx context.Context) (StreamState, error) {
 	st, err := f.streamState(ctx, "KV_"+f.resultsBucket())
-	if err == nil && (st.MaxBytes != f.opts.MaxResultBytes || st.MaxAge != f.opts.MaxResultAge) {
-		err = fmt.Errorf("fleet: results bucket %s is bounded by %d bytes and %s on the server, want %d bytes and %s",
-			f.resultsBucket(), st.MaxBytes, st.MaxAge, f.opts.MaxResultBytes, f.opts.MaxResultAge)
+	if err == nil {
+		err = st.within("results bucket "+f.resultsBucket(), f.opts.MaxResultBytes, f.opts.MaxResultAge)
 	}
 	return st, err
 }
