@@ -69,17 +69,15 @@ func (c *Compiled) Eval(pos []int, h History, max int, dst []Candidate, buf []by
 // scratch that backs the values; EachValue returns it, grown.
 func (c *Compiled) EachValue(pos []int, h History, buf []byte, fn func(val []byte) bool) []byte {
 	cp := c.cp
-	var from *Payload
-	check := func(item []byte) bool {
+	check := func(it *elem) bool {
 		var ok bool
-		buf, ok = cp.appendValue(buf[:0], &cp.args[0], pos, h, item, from)
+		buf, ok = cp.appendValue(buf[:0], &cp.args[0], pos, h, it)
 		return !ok || fn(buf)
 	}
 	if cp.list == nil {
 		check(nil)
 	} else if list, text, p, ok := cp.resolve(cp.list, pos, h, nil); ok {
-		from = p
-		eachElem(cp.list, list, text, func(n int, el []byte) bool { return n < maxListScan && check(el) })
+		eachElem(cp.list, p, list, text, func(n int, it *elem) bool { return n < maxListScan && check(it) })
 	}
 	return buf
 }

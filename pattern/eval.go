@@ -156,7 +156,7 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	}
 	if cp.list == nil {
 		start := len(buf)
-		b, ok := cp.appendArgs(buf, pos, h, nil, nil)
+		b, ok := cp.appendArgs(buf, pos, h, nil)
 		if !ok {
 			return dst, b[:start]
 		}
@@ -165,13 +165,12 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	}
 	start := len(dst)
 	rank, scanned := 0, 0
-	var from *Payload // the event of the list being read
-	each := func(n int, el []byte) bool {
+	each := func(n int, it *elem) bool {
 		if scanned++; scanned > maxListScan || rank >= max {
 			return false
 		}
 		at := len(buf)
-		b, ok := cp.appendArgs(buf, pos, h, el, from)
+		b, ok := cp.appendArgs(buf, pos, h, it)
 		if !ok {
 			buf = b[:at]
 			return true
@@ -220,8 +219,7 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 				if (state[r] == started) != (pass == 0) {
 					continue
 				}
-				from = p
-				eachElem(cp.list, list, isText, each)
+				eachElem(cp.list, p, list, isText, each)
 				if rank >= max || scanned > maxListScan {
 					break
 				}
@@ -233,8 +231,7 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	if !ok {
 		return dst, buf
 	}
-	from = p
-	eachElem(cp.list, list, text, each)
+	eachElem(cp.list, p, list, text, each)
 	return dst, buf
 }
 
@@ -244,11 +241,11 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 func (cp *cpattern) started(list []byte, isText bool, from *Payload, pos []int, h History, buf []byte) (bool, []byte) {
 	found := false
 	at := len(buf)
-	eachElem(cp.list, list, isText, func(n int, el []byte) bool {
+	eachElem(cp.list, from, list, isText, func(n int, it *elem) bool {
 		if n >= maxListScan {
 			return false
 		}
-		b, ok := cp.appendArgs(buf, pos, h, el, from)
+		b, ok := cp.appendArgs(buf, pos, h, it)
 		buf = b[:at]
 		if ok && h.Used(CallHash(cp.tool, b[at:])) {
 			found = true
@@ -307,9 +304,9 @@ func (cp *cpattern) eventOf(s *csource, pos []int, h History) *Payload {
 	return nil
 }
 
-// appendArgs appends the canonical arguments object. item is the current
-// list element, itemFrom the event of its list.
-func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, item []byte, itemFrom *Payload) ([]byte, bool) {
+// appendArgs appends the canonical arguments object. it is the current
+// list element (nil for none).
+func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, it *elem) ([]byte, bool) {
 	buf = append(buf, '{')
 	for j := range cp.args {
 		m := &cp.args[j]
@@ -319,16 +316,20 @@ func (cp *cpattern) appendArgs(buf []byte, pos []int, h History, item []byte, it
 		buf = append(buf, m.key...)
 		buf = append(buf, ':')
 		var ok bool
-		if buf, ok = cp.appendValue(buf, m, pos, h, item, itemFrom); !ok {
+		if buf, ok = cp.appendValue(buf, m, pos, h, it); !ok {
 			return buf, false
 		}
 	}
 	return append(buf, '}'), true
 }
 
-func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, item []byte, itemFrom *Payload) ([]byte, bool) {
+func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, it *elem) ([]byte, bool) {
 	if m.constVal != nil {
 		return append(buf, m.constVal...), true
+	}
+	var item []byte
+	if it != nil {
+		item = it.raw
 	}
 	raw, text, from, ok := cp.resolve(&m.src, pos, h, item)
 	if !ok || len(raw) == 0 {
@@ -342,8 +343,8 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 		switch {
 		case m.baseOwn:
 			at = cp.eventOf(m.base, pos, h)
-		case m.src.part == PartItem:
-			at = itemFrom
+		case m.src.part == PartItem && it != nil:
+			at = it.from
 		}
 		if at == nil {
 			return buf, false
@@ -371,6 +372,9 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	switch {
 	case text:
 		s = bytesString(raw)
+	case it != nil && it.line != "" && m.src.part == PartItem && len(m.src.path) == 0:
+		// A line of a list, quoted in raw: decoding raw gives it back.
+		s = it.line
 	case raw[0] == '"':
 		if from != nil {
 			// Patterns read the same string (a command, a summary)

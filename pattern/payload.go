@@ -2,6 +2,7 @@ package pattern
 
 import (
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/ahead-dev/ahead/internal/rawjson"
@@ -155,29 +156,38 @@ func (p *Payload) stringAt(s *csource) (string, bool) {
 	return "", false
 }
 
-// eachElem calls fn with each element of a list (see listAt) until it
-// returns false: the elements of a JSON array, or the lines of a text,
-// trimmed and quoted as JSON strings, the empty ones skipped.
-func eachElem(s *csource, list []byte, isText bool, fn func(n int, el []byte) bool) {
+// eachElem calls fn with each element of a list (see listAt, read in p)
+// until it returns false: the elements of a JSON array, or the lines of a
+// text, trimmed and quoted as JSON strings, the empty ones skipped. The
+// element fn gets is valid until fn returns.
+func eachElem(s *csource, p *Payload, list []byte, isText bool, fn func(n int, it *elem) bool) {
+	var it elem
+	it.from = p
 	if !s.lines {
 		if !isText {
-			rawjson.EachElem(list, fn)
+			rawjson.EachElem(list, func(n int, el []byte) bool {
+				it.raw = el
+				return fn(n, &it)
+			})
 		}
 		return
 	}
 	var t string
+	valid := false // t is valid UTF-8 as a whole
 	if isText {
 		t = bytesString(list)
 	} else {
-		var ok bool
 		if len(list) == 0 || list[0] != '"' {
 			return
 		}
-		// Only the lines a list is read to (maxListScan) are decoded:
-		// an output can be megabytes.
-		if t, ok, _ = rawjson.UnquoteLines(list, maxLineScan); !ok {
+		// Only the lines a list is read to (maxLineScan) are decoded:
+		// an output can be megabytes. A listing is read at every
+		// occurrence of every context after it: decoded once per event.
+		var ok bool
+		if t, ok = p.linesOf(s, list); !ok {
 			return
 		}
+		valid = true // decoded strings are
 	}
 	var el []byte
 	n := 0
@@ -188,11 +198,42 @@ func eachElem(s *csource, list []byte, isText bool, fn func(n int, el []byte) bo
 			continue
 		}
 		el = rawjson.AppendQuoted(el[:0], line)
-		if n >= maxLineScan || !fn(n, el) {
+		it.raw, it.line = el, ""
+		if valid || utf8.ValidString(line) {
+			it.line = line
+		}
+		if n >= maxLineScan || !fn(n, &it) {
 			return
 		}
 		n++
 	}
+}
+
+// elem is the list element a candidate is built from.
+type elem struct {
+	raw []byte // its JSON (a line quoted as a string)
+	// line is the line itself, for a list of lines, when it is valid
+	// UTF-8: what decoding raw gives back. Else "".
+	line string
+	from *Payload // the event of its list (nil if not known)
+}
+
+// linesOf returns the first maxLineScan lines of a JSON string at a list
+// source's path in p (nil: decoded, not memoised), as eachElem reads them.
+func (p *Payload) linesOf(s *csource, list []byte) (string, bool) {
+	if p == nil {
+		t, ok, _ := rawjson.UnquoteLines(list, maxLineScan)
+		return t, ok
+	}
+	mm := p.memo(s.part, s.ptr)
+	// A string decoded whole because it has fewer lines than asked for
+	// (up to maxLineScan) is what decoding maxLineScan lines gives.
+	if !mm.unquoted || !(mm.lines == maxLineScan || (mm.whole && mm.lines >= 0 && mm.lines < maxLineScan)) {
+		mm.unquoted = true
+		mm.s, mm.sOK, mm.whole = rawjson.UnquoteLines(list, maxLineScan)
+		mm.lines = maxLineScan
+	}
+	return mm.s, mm.sOK
 }
 
 // maxLineScan bounds the lines of a text read as a list, as far as a line
