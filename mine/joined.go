@@ -15,7 +15,7 @@ package mine
 type baseSource struct {
 	back int32 // counted back from the call
 	sig  int32
-	x    evIndex
+	x    *evIndex
 }
 
 // maxJoinedPerArg bounds the candidates joinAcross adds per argument of a
@@ -89,7 +89,7 @@ func joinAcross(dst []rawCand, start int, bases []baseSource) []rawCand {
 	return dst
 }
 
-func hasBase(x evIndex, prefix string) bool {
+func hasBase(x *evIndex, prefix string) bool {
 	_, _, ok := findBase(x, prefix, true)
 	return ok
 }

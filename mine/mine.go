@@ -134,6 +134,10 @@ type miner struct {
 	shapes [][]rawCand
 	bySig  []map[int32][]int32  // per session: signature → its events, ascending
 	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
+	// indexAll indexes every key of every event, not only those the
+	// session's calls can look up: the reference the tests compare the
+	// filtered discovery with.
+	indexAll bool
 }
 
 type mevent struct {
@@ -171,18 +175,7 @@ func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	disc := slices.Clone(o.Discriminators)
-	if disc == nil {
-		disc = discoverDiscriminators(sessions, discoverOptions{})
-	}
-	if !o.KeepValues {
-		// Values the privacy rule forbids sign as Other.
-		for i := range disc {
-			disc[i].Values = slices.DeleteFunc(slices.Clone(disc[i].Values), pattern.Identifying)
-		}
-	}
-	m := &miner{o: o, disc: disc, c: pattern.NewCompiler(disc)}
-	m.flatten(sessions)
+	m := newMiner(sessions, o)
 	m.discover()
 	pool := &pattern.Pool{
 		Version:        pattern.Version,
@@ -205,6 +198,23 @@ func Mine(sessions []trace.Session, opts *Options) (*pattern.Pool, error) {
 		pool.Patterns = []pattern.Pattern{}
 	}
 	return pool, nil
+}
+
+// newMiner flattens sessions for mining with options o (defaults set).
+func newMiner(sessions []trace.Session, o Options) *miner {
+	disc := slices.Clone(o.Discriminators)
+	if disc == nil {
+		disc = discoverDiscriminators(sessions, discoverOptions{})
+	}
+	if !o.KeepValues {
+		// Values the privacy rule forbids sign as Other.
+		for i := range disc {
+			disc[i].Values = slices.DeleteFunc(slices.Clone(disc[i].Values), pattern.Identifying)
+		}
+	}
+	m := &miner{o: o, disc: disc, c: pattern.NewCompiler(disc)}
+	m.flatten(sessions)
+	return m
 }
 
 // worker mines the patterns of contexts. Evaluating a mapping memoises
@@ -413,12 +423,26 @@ func (m *miner) discoverSession(si int) {
 	if si+1 < len(m.sess) {
 		end = int(m.sess[si+1])
 	}
-	idx := make(map[int]evIndex) // per session: built lazily, dropped after
-	get := func(e int) evIndex {
-		x, ok := idx[e]
-		if !ok {
-			x = indexEvent(&m.events[e].pay)
-			idx[e] = x
+	// The keys the session's calls can be looked up by (keys.go): the
+	// indexes keep only those.
+	want := newWantedKeys()
+	for t := first + 1; t < end; t++ {
+		if me := &m.events[t]; me.argsOK {
+			for _, a := range me.args {
+				want.add(a.value)
+			}
+		}
+	}
+	idx := make([]*evIndex, end-first) // per session: built lazily, dropped after
+	get := func(e int) *evIndex {
+		x := idx[e-first]
+		if x == nil {
+			ks := want.set
+			if m.indexAll {
+				ks = nil
+			}
+			x = indexEvent(&m.events[e].pay, ks)
+			idx[e-first] = x
 		}
 		return x
 	}

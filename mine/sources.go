@@ -29,8 +29,11 @@ type loc struct {
 }
 
 // evIndex maps the canonical JSON of values found in one event to their
-// places.
-type evIndex map[string][]loc
+// places: of the values whose key is wanted (keys.go), all.
+type evIndex struct {
+	locs map[string][]loc
+	want keySet // nil: every key
+}
 
 // Bounds on indexing: an event's index must stay small even for megabyte
 // outputs.
@@ -42,16 +45,57 @@ const (
 	maxLocsPerKey = 8
 )
 
-func (x evIndex) add(key string, l loc) {
-	if len(key) > maxKeyLen+2 || len(x[key]) >= maxLocsPerKey {
+func (x *evIndex) add(key string, l loc) {
+	if len(key) > maxKeyLen+2 || len(x.locs[key]) >= maxLocsPerKey {
 		return
 	}
-	x[key] = append(x[key], l)
+	if x.locs == nil {
+		x.locs = make(map[string][]loc)
+	}
+	x.locs[key] = append(x.locs[key], l)
 }
 
-// indexEvent builds the index of an event's arguments and output.
-func indexEvent(p *pattern.Payload) evIndex {
-	x := make(evIndex)
+// wantString reports whether the string s may be looked up.
+func (x *evIndex) wantString(s string) bool {
+	return len(s) <= maxKeyLen && x.want.has(quotedHash(s))
+}
+
+// addString indexes the string s at the place at gives, if it may be
+// looked up.
+func (x *evIndex) addString(s string, at *lazyLoc) {
+	if x.wantString(s) {
+		x.add(rawjson.Quoted(s), at.get())
+	}
+}
+
+// addValue indexes the JSON value v at the place at gives, if it may be
+// looked up.
+func (x *evIndex) addValue(v []byte, at *lazyLoc) {
+	if c, err := callkey.CanonicalValueView(v); err == nil && len(c) <= maxKeyLen+2 && x.want.has(keyHash(c)) {
+		x.add(string(c), at.get())
+	}
+}
+
+// lazyLoc is a place built when first needed: most values of an event
+// are never looked up, and their places (a JSON pointer, the arrays it
+// steps through) are not built.
+type lazyLoc struct {
+	make func() loc
+	l    loc
+	made bool
+}
+
+func (z *lazyLoc) get() loc {
+	if !z.made {
+		z.l, z.made = z.make(), true
+	}
+	return z.l
+}
+
+// indexEvent builds the index of an event's arguments and output, of the
+// keys in want (nil: all).
+func indexEvent(p *pattern.Payload, want keySet) *evIndex {
+	x := &evIndex{want: want}
 	if len(p.Args) > 0 {
 		walkJSON(x, pattern.PartArgs, p.Args)
 	}
@@ -61,31 +105,31 @@ func indexEvent(p *pattern.Payload) evIndex {
 		} else {
 			// A view, not a copy: outputs can be megabytes, and the index keeps
 			// only short keys cut from it.
-			indexText(x, loc{part: pattern.PartOutput}, unsafe.String(unsafe.SliceData(p.Output), len(p.Output)))
+			base := lazyLoc{l: loc{part: pattern.PartOutput}, made: true}
+			indexText(x, &base, unsafe.String(unsafe.SliceData(p.Output), len(p.Output)))
 		}
 	}
 	return x
 }
 
-func walkJSON(x evIndex, part string, data []byte) {
+func walkJSON(x *evIndex, part string, data []byte) {
 	budget := maxWalkNodes
 	var toks []string
 	var arrays []int
+	here := func() loc {
+		return loc{part: part, path: rawjson.Pointer(toks), arrays: append([]int(nil), arrays...)}
+	}
 	var walk func(v []byte, depth int)
 	walk = func(v []byte, depth int) {
 		if budget <= 0 || depth > maxWalkDepth || len(v) == 0 {
 			return
 		}
 		budget--
-		here := func() loc {
-			return loc{part: part, path: rawjson.Pointer(toks), arrays: append([]int(nil), arrays...)}
-		}
+		at := lazyLoc{make: here}
 		switch v[0] {
 		case '{':
 			if len(v) <= maxKeyLen {
-				if c, err := callkey.CanonicalValueView(v); err == nil {
-					x.add(string(c), here())
-				}
+				x.addValue(v, &at)
 			}
 			rawjson.EachMember(v, func(k, val []byte) bool {
 				name, ok := rawjson.Unquote(k)
@@ -99,9 +143,7 @@ func walkJSON(x evIndex, part string, data []byte) {
 			})
 		case '[':
 			if len(v) <= maxKeyLen {
-				if c, err := callkey.CanonicalValueView(v); err == nil {
-					x.add(string(c), here())
-				}
+				x.addValue(v, &at)
 			}
 			rawjson.EachElem(v, func(i int, val []byte) bool {
 				toks = append(toks, strconv.Itoa(i))
@@ -120,25 +162,24 @@ func walkJSON(x evIndex, part string, data []byte) {
 			if !ok {
 				return
 			}
-			l := here()
-			x.add(rawjson.Quoted(s), l)
-			addNorms(x, s, l)
+			x.addString(s, &at)
+			addNorms(x, s, &at)
 			if len(s) <= maxTextIndex && strings.ContainsAny(s, " \t\n") {
-				indexText(x, l, s)
+				indexText(x, &at, s)
 			}
 		default:
-			if c, err := callkey.CanonicalValueView(v); err == nil {
-				x.add(string(c), here())
-			}
+			x.addValue(v, &at)
 		}
 	}
 	walk(data, 0)
 }
 
 // addNorms indexes normalised forms of a string.
-func addNorms(x evIndex, s string, l loc) {
-	var keys [len(indexedNorms)]string
-	addNormKeys(x, normKeys(&keys, s), l)
+func addNorms(x *evIndex, s string, at *lazyLoc) {
+	var forms [len(indexedNorms)]string
+	if wantedNorms(x, normForms(&forms, s)) {
+		addNormForms(x, &forms, at.get())
+	}
 }
 
 // indexedNorms are the normalisations indexed. Upper-casing is left out:
@@ -146,59 +187,78 @@ func addNorms(x evIndex, s string, l loc) {
 // more than it finds.
 var indexedNorms = [...]string{pattern.NormLower, pattern.NormClean, pattern.NormBase, pattern.NormDir}
 
-// normKeys sets keys[k] to the key of s under indexedNorms[k], "" where
-// that form is not indexed, and returns keys.
-func normKeys(keys *[len(indexedNorms)]string, s string) *[len(indexedNorms)]string {
+// normForms sets forms[k] to s under indexedNorms[k], "" where that form
+// is not indexed, and returns forms.
+func normForms(forms *[len(indexedNorms)]string, s string) *[len(indexedNorms)]string {
 	for k, norm := range indexedNorms {
-		keys[k] = ""
+		forms[k] = ""
 		if (norm == pattern.NormClean || norm == pattern.NormBase || norm == pattern.NormDir) && !strings.Contains(s, "/") {
 			continue
 		}
 		n, _ := text.Normalize(s, norm)
 		if n != s && n != "" && n != "." && n != "/" {
-			keys[k] = rawjson.Quoted(n)
+			forms[k] = n
 		}
 	}
-	return keys
+	return forms
 }
 
-// addNormKeys indexes at l the forms normKeys gave.
-func addNormKeys(x evIndex, keys *[len(indexedNorms)]string, l loc) {
-	for k, key := range keys {
-		if key != "" {
+// wantedNorms clears the forms that are not looked up and reports
+// whether any is left.
+func wantedNorms(x *evIndex, forms *[len(indexedNorms)]string) bool {
+	any := false
+	for k, n := range forms {
+		if n != "" && !x.wantString(n) {
+			forms[k] = ""
+		}
+		any = any || forms[k] != ""
+	}
+	return any
+}
+
+// addNormForms indexes at l the forms normForms gave.
+func addNormForms(x *evIndex, forms *[len(indexedNorms)]string, l loc) {
+	for k, n := range forms {
+		if n != "" {
 			l2 := l
 			l2.norm = indexedNorms[k]
-			x.add(key, l2)
+			x.add(rawjson.Quoted(n), l2)
 		}
 	}
 }
 
 // indexText indexes the lines and tokens near both ends of a text.
-func indexText(x evIndex, base loc, s string) {
+func indexText(x *evIndex, base *lazyLoc, s string) {
 	n := text.LineCount(s)
 	var spans []text.Span
 	addLine := func(line string, sel pattern.TextSel) {
 		if line == "" {
 			return
 		}
-		l := base
-		l.sel = &sel
-		x.add(rawjson.Quoted(line), l)
+		if x.wantString(line) {
+			l := base.get()
+			l.sel = &sel
+			x.add(rawjson.Quoted(line), l)
+		}
 		spans = text.TokenSpans(spans[:0], line)
 		if len(spans) == 1 && spans[0].Start == 0 && spans[0].End == len(line) {
 			return // the token is the line
 		}
 		for t, sp := range spans {
 			tok := line[sp.Start:sp.End]
-			key := rawjson.Quoted(tok)
+			wantTok := x.wantString(tok)
 			var norms [len(indexedNorms)]string
-			normKeys(&norms, tok)
+			if !wantedNorms(x, normForms(&norms, tok)) && !wantTok {
+				continue
+			}
 			for _, ti := range []int{t, t - len(spans)} {
-				l := base
+				l := base.get()
 				l.sel = &pattern.TextSel{Line: sel.Line, Token: &ti}
 				l.ntok = len(spans)
-				x.add(key, l)
-				addNormKeys(x, &norms, l)
+				if wantTok {
+					x.add(rawjson.Quoted(tok), l)
+				}
+				addNormForms(x, &norms, l)
 			}
 		}
 	}
@@ -264,7 +324,7 @@ const maxEntryTokens = 3
 // wording again (a command's program before its file), which the
 // constant frame already says: it is not looked for there, where it would
 // double the candidates of every templated value.
-func findBase(x evIndex, prefix string, words bool) (loc, string, bool) {
+func findBase(x *evIndex, prefix string, words bool) (loc, string, bool) {
 	if len(prefix) < 2 {
 		return loc{}, "", false
 	}
@@ -293,7 +353,7 @@ func findBase(x evIndex, prefix string, words bool) (loc, string, bool) {
 		// Longest first: closing the key at off[i] overwrites only what
 		// longer starts used.
 		key := append(buf[:off[i]], '"')
-		for _, l := range x[string(key)] {
+		for _, l := range x.locs[string(key)] {
 			if l.norm != "" || (l.part != pattern.PartArgs && l.path == "") {
 				continue
 			}
@@ -323,7 +383,7 @@ const maxTemplateLen = 256
 
 // findSources appends the raw candidates of value v (canonical JSON) of
 // argument arg found in an event's index.
-func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, recent bool) []rawCand {
+func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, recent bool) []rawCand {
 	// The places of a token share its prefix: its base is found once.
 	var base struct {
 		prefix string
@@ -380,40 +440,19 @@ func findSources(dst []rawCand, x evIndex, arg string, v []byte, back int32, rec
 			}
 		}
 	}
-	for _, l := range x[string(v)] {
+	for _, l := range x.locs[string(v)] {
 		add(l, "", "")
 	}
-	if len(v) < 2 || v[0] != '"' || len(v) > maxTemplateLen+2 {
-		return dst
-	}
-	s, ok := rawjson.Unquote(v)
+	s, ok := templated(v)
 	if !ok {
 		return dst
 	}
-	var buf [16]text.Span
-	try := func(sp text.Span) {
-		if sp.Start == 0 && sp.End == len(s) {
-			return // the whole value: found above
-		}
-		for _, l := range x[rawjson.Quoted(s[sp.Start:sp.End])] {
+	var spans [16]text.Span
+	var key [64]byte
+	eachTemplatePart(spans[:0], s, func(sp text.Span) {
+		for _, l := range x.locs[string(rawjson.AppendQuoted(key[:0], s[sp.Start:sp.End]))] {
 			add(l, s[:sp.Start], s[sp.End:])
 		}
-	}
-	for _, sp := range text.TokenSpans(buf[:0], s) {
-		try(sp)
-		// The components of a path: a directory or file name joined into
-		// a longer path.
-		if tok := s[sp.Start:sp.End]; strings.Count(tok, "/") > 0 {
-			start := sp.Start
-			for i := sp.Start; i <= sp.End; i++ {
-				if i == sp.End || s[i] == '/' {
-					if i > start && !(start == sp.Start && i == sp.End) {
-						try(text.Span{Start: start, End: i})
-					}
-					start = i + 1
-				}
-			}
-		}
-	}
+	})
 	return dst
 }
