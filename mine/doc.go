@@ -31,7 +31,9 @@
 //     or a word or line of it, a constant, then the rest: a folder + "/" +
 //     each listed name, a base URL + "/items/" + each id listed elsewhere,
 //     the program an earlier call ran + " " + the script just written), or
-//     a constant. Mappings must
+//     a constant. The source event is a context element, the most recent
+//     event of a signature, or the one before it (a test run before the
+//     last, run again after an edit). Mappings must
 //     explain varying values (else they are constants in disguise); each
 //     candidate is validated over every occurrence of the context, and the
 //     best combinations are kept.

@@ -341,6 +341,10 @@ func (m *miner) flatten(sessions []trace.Session) {
 // signatures.
 const maxSigSources = 32
 
+// maxNthRef bounds the events before the most recent of a signature that
+// a mapping names by its place (pattern.Ref.Nth).
+const maxNthRef = 1
+
 // maxLookback bounds how far back in a session sources are searched, so
 // that mining stays linear in very long sessions.
 const maxLookback = 512
@@ -386,8 +390,9 @@ func (m *miner) shape(id int32) *rawCand {
 type candRef struct {
 	back   int32 // rawCand.back
 	body   int32
-	recent bool // rawCand.recent
-	list   bool // rawCand.isList
+	recent bool  // rawCand.recent
+	nth    uint8 // rawCand.nth
+	list   bool  // rawCand.isList
 	// The privacy rule leaves the candidate's constant frame out
 	// (pattern.Identifying).
 	identifying bool
@@ -478,36 +483,56 @@ func (m *miner) discoverSession(si int) {
 				bases = append(bases, baseSource{back: int32(t - s.e), sig: m.events[s.e].sig, x: get(s.e)})
 			}
 		}
-		var out []rawCand
+		var out, later []rawCand
 		ends := make([]int32, len(me.args))
 		for ai, a := range me.args {
 			start := len(out)
 			for _, s := range srcs {
 				from := len(out)
 				out = findSources(out, get(s.e), a.name, a.value, int32(t-s.e), s.rank == 0)
+				nth := uint8(0)
+				if s.rank > 0 && s.rank <= maxNthRef {
+					nth = uint8(s.rank)
+				}
 				if s.rank > 0 && t-s.e > m.o.MaxContext {
 					// Beyond the context and not the latest of its
-					// signature: only a list of every such event reaches it.
+					// signature: only a list of every such event reaches
+					// it, or a reference to the nth of them (after the
+					// others, whose places they do not take).
 					kept := out[:from]
 					for _, rc := range out[from:] {
 						if rc.isList() {
 							kept = append(kept, rc)
+						} else if nth > 0 {
+							rc.nth = nth
+							later = append(later, rc)
 						}
 					}
 					out = kept
+				} else {
+					for i := from; i < len(out); i++ {
+						out[i].nth = nth
+					}
 				}
 				if len(out)-start >= maxCandsPerArg {
 					out = out[:start+maxCandsPerArg]
 					break
 				}
 			}
+			for _, rc := range later {
+				if len(out)-start >= maxCandsPerArg {
+					break
+				}
+				out = append(out, rc)
+			}
+			later = later[:0]
 			out = joinAcross(out, start, bases)
 			ends[ai] = int32(len(out))
 		}
 		refs := make([]candRef, len(out))
 		for i := range out {
 			rc := &out[i]
-			refs[i] = candRef{back: rc.back, body: m.body(rc), recent: rc.recent, list: rc.isList(),
+			refs[i] = candRef{back: rc.back, body: m.body(rc), recent: rc.recent, nth: rc.nth, list: rc.isList(),
 				identifying: !m.o.KeepValues && (pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix))}
 		}
 		m.cands[t], m.candEnds[t] = refs, ends

@@ -108,7 +108,8 @@ type argCand struct {
 	sessions int
 	lastSess int32
 	// srcSig and baseSig are the signature ids the mapping's source (or
-	// list) and its base read the most recent event of, 0 for none.
+	// list) and its base read the most recent event of (the source: or
+	// the one its Ref.Nth names), 0 for none.
 	srcSig, baseSig int32
 }
 
@@ -401,7 +402,7 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 			// The events the mapping may name this one by. A list read
 			// from the most recent event of a signature and from every
 			// recent one share a key: the first found stands for both.
-			var keys [3]rawKey
+			var keys [4]rawKey
 			n := 0
 			if j, ok := ctxOf(rc.back); ok {
 				keys[n] = rawKey{sig: -1, ctx: j, body: rc.body}
@@ -415,10 +416,13 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 			if rc.list {
 				keys[n] = rawKey{sig: src, ctx: everyRef, body: rc.body}
 				n++
+			} else if rc.nth > 0 {
+				keys[n] = rawKey{sig: src, ctx: int(rc.nth), body: rc.body}
+				n++
 			}
 			for _, key := range keys[:n] {
 				id := key
-				if key.sig >= 0 {
+				if key.sig >= 0 && key.ctx < 0 {
 					id.ctx = 0
 				}
 				fi, ok := found[id]
@@ -442,6 +446,9 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 			if f.key.sig >= 0 {
 				sg := m.c.Signature(f.key.sig)
 				r.Sig = &sg
+				if f.key.ctx > 0 {
+					r.Ctx, r.Nth = 0, f.key.ctx
+				}
 			}
 			rc := m.shape(f.body)
 			ac := candFromRaw(rc, arg, r)
@@ -463,6 +470,14 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 		}
 		return complexity(a) - complexity(b)
 	})
+	// Mappings that name an event before the most recent of its signature
+	// (pattern.Ref.Nth) take no place of the others: the best of them is
+	// validated beside them.
+	var nth *argCand
+	if i := slices.IndexFunc(out, isNth); i >= 0 {
+		nth = out[i]
+		out = slices.DeleteFunc(out, isNth)
+	}
 	if len(out) > maxArgCands {
 		// A value of two sources whose second part is a list's element,
 		// explaining as many calls as the best mapping, is kept even when
@@ -482,6 +497,9 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 		if list != nil {
 			out = append(out, list)
 		}
+	}
+	if nth != nil {
+		out = append(out, nth)
 	}
 	// The most frequent value, as a constant, if more than one session
 	// made it: a value that only one session ever used (a file it named,
@@ -572,9 +590,16 @@ func complexity(ac *argCand) int {
 	}
 	if ac.m.From != nil && ac.m.From.Sig != nil {
 		n++
+		if ac.m.From.Nth > 0 {
+			n++ // not the most recent
+		}
 	}
 	return n
 }
+
+// isNth reports whether the mapping reads an event before the most recent
+// of its signature.
+func isNth(ac *argCand) bool { return ac.m.From != nil && ac.m.From.Nth > 0 }
 
 // rawKey identifies the mapping a raw candidate gives with an event: the
 // event as the mapping names it (a context element, or the most recent
@@ -584,7 +609,7 @@ func complexity(ac *argCand) int {
 // numbers, not strings.
 type rawKey struct {
 	sig  int32 // the signature named, or -1 for a context element
-	ctx  int   // the context element (everyRef for a list in every recent event)
+	ctx  int   // the context element (everyRef for a list in every recent event; with sig, n > 0 for the nth before the most recent)
 	body int32
 }
 

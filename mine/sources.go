@@ -288,6 +288,7 @@ type rawCand struct {
 	arg    string
 	back   int32 // the source event, counted back from the call (1 = the one before)
 	recent bool  // the source is the most recent event of its signature
+	nth    uint8 // else, 1 ≤ nth ≤ maxNthRef: the nth before it
 	part   string
 	path   string
 	list   string // for a list item: the list's path (path is then inside the element)

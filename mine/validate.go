@@ -52,7 +52,7 @@ func (h *mineHistory) Recent(sig int32, i int) *pattern.Payload {
 func (h *mineHistory) eventOf(r *pattern.Ref, sig int32, pos []int) int32 {
 	if sig > 0 {
 		events := h.m.bySig[h.sess][sig]
-		if i := h.before(events); i > 0 {
+		if i := h.before(events) - r.Nth; i > 0 {
 			return events[i-1]
 		}
 		return -1

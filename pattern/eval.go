@@ -296,7 +296,7 @@ func (cp *cpattern) resolve(s *csource, pos []int, h History, item []byte) (val 
 // eventOf returns the event a source (not a list item) names, or nil.
 func (cp *cpattern) eventOf(s *csource, pos []int, h History) *Payload {
 	if s.sig > 0 {
-		return h.Last(s.sig)
+		return h.Recent(s.sig, s.nth)
 	}
 	if s.ctx < len(pos) {
 		return h.At(pos[s.ctx])

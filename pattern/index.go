@@ -38,7 +38,10 @@ type Index struct {
 	byCtx  map[ctxKey][]int32
 	pats   []*cpattern
 	maxCtx int
-	every  map[int32]bool // signatures some list reads in every recent event of
+	// depth holds, per signature id, how many of the session's most
+	// recent events with it some pattern reads: MaxEvery for a list read
+	// in every recent one, Nth+1 for a reference to the Nth; absent: 1.
+	depth map[int32]int
 }
 
 type ctxKey struct {
@@ -71,6 +74,7 @@ type cpattern struct {
 type csource struct {
 	ctx   int   // context element, counted back from the latest
 	sig   int32 // if > 0, the session's most recent event with this signature instead
+	nth   int   // with sig: the event nth before that one
 	every bool  // a list: read in every recent event with sig
 	lines bool  // a list: the lines of a text
 	part  string
@@ -125,7 +129,7 @@ func newIndex(disc []Discriminator) *Index {
 		ids:    map[Signature]int32{StartSignature: StartSig},
 		sigs:   []Signature{{}, StartSignature},
 		byCtx:  make(map[ctxKey][]int32),
-		every:  make(map[int32]bool),
+		depth:  make(map[int32]int),
 	}
 	return x
 }
@@ -184,7 +188,8 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 		if r != nil {
 			s.ctx = r.Ctx
 			if r.Sig != nil {
-				s.sig = x.intern(*r.Sig)
+				s.sig, s.nth = x.intern(*r.Sig), r.Nth
+				x.depth[s.sig] = max(x.depth[s.sig], r.Nth+1)
 			}
 		}
 		if part != PartItem && s.sig == 0 && s.ctx >= 0 && s.ctx < 8 {
@@ -200,7 +205,7 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 		s.every = pt.List.Every
 		s.lines = pt.List.Lines
 		if s.every {
-			x.every[s.sig] = true
+			x.depth[s.sig] = MaxEvery
 		}
 		cp.list = &s
 	}
@@ -239,13 +244,9 @@ func (x *Index) compile(pt *Pattern) (*cpattern, error) {
 }
 
 // historyOf returns how many of the session's most recent events with a
-// signature id the pool's mappings may read: MaxEvery for signatures a
-// list reads in every recent event of, else 1.
+// signature id the pool's mappings may read (Index.depth).
 func (x *Index) historyOf(sig int32) int {
-	if x.every[sig] {
-		return MaxEvery
-	}
-	return 1
+	return max(x.depth[sig], 1)
 }
 
 // Len returns the number of patterns.

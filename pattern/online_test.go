@@ -471,3 +471,39 @@ func TestOnlineBaseOfItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlineNth: a reference to the event before the most recent of a
+// signature (Ref.Nth) reads it, however many other events came between;
+// nothing while the session has only one.
+func TestOnlineNth(t *testing.T) {
+	pool, err := pattern.Decode([]byte(`{"version":1,"mined":{"max_context":2,"min_support":2,"min_confidence":0.05,"horizon":8,"sessions":2,"calls":8},"discriminators":[],"patterns":[` +
+		`{"context":[{"tool":"edit"}],"tool":"run","exact":true,` +
+		`"args":[{"arg":"cmd","from":{"ctx":0,"sig":{"tool":"run"},"nth":1},"part":"args","path":"/cmd"}],"support":4,"hits":[4],"tool_hits":4,"p":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pool.Patterns[0].Describe(); got != "edit → run(cmd = args(run, 1 before)/cmd)" {
+		t.Errorf("Describe = %q", got)
+	}
+	o, err := pattern.NewOnline(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Observe(ev("s", 0, "run", `{"cmd":"test a"}`, "fail"))
+	if got := o.Observe(ev("s", 1, "edit", `{"file":"a.go"}`, "ok")); len(got) != 0 {
+		t.Errorf("after one run: %v, want nothing", briefs(got))
+	}
+	seq := 2
+	for _, cmd := range []string{"test b", "test c"} {
+		o.Observe(ev("s", seq, "run", `{"cmd":"`+cmd+`"}`, "ok"))
+		seq++
+		for range 3 {
+			o.Observe(ev("s", seq, "look", `{}`, "ok"))
+			seq++
+		}
+	}
+	got := briefs(o.Observe(ev("s", seq, "edit", `{"file":"a.go"}`, "ok")))
+	if diff := cmp.Diff([]brief{{"run", `{"cmd":"test b"}`}}, got); diff != "" {
+		t.Errorf("predictions after the edit (-want +got):\n%s", diff)
+	}
+}

@@ -115,10 +115,15 @@ type Pattern struct {
 
 // Ref names an event a value is read from: the context element Ctx
 // (counted back from the latest event, 0), or, when Sig is set, the
-// session's most recent event with that signature (Ctx is then ignored).
+// session's most recent event with that signature (Ctx is then ignored);
+// with Nth (< MaxEvery), the one Nth events of that signature before it.
+// An agent that edits and runs again may run the test before the last
+// (Nth 1): a repeat of an earlier call that is not the latest of its
+// kind.
 type Ref struct {
 	Ctx int        `json:"ctx"`
 	Sig *Signature `json:"sig,omitempty"`
+	Nth int        `json:"nth,omitempty"`
 }
 
 // Parts of an event a value is read from.
@@ -421,6 +426,9 @@ func (pt *Pattern) validate() error {
 		if pt.List.Every && pt.List.From.Sig == nil {
 			return errors.New("list: every needs a signature reference")
 		}
+		if pt.List.Every && pt.List.From.Nth != 0 {
+			return errors.New("list: every reads the recent events from the most recent, not the nth")
+		}
 		if pt.List.Part != PartArgs && pt.List.Part != PartOutput {
 			return fmt.Errorf("list: part %q (want args or output)", pt.List.Part)
 		}
@@ -445,7 +453,13 @@ func checkRef(r Ref, ctx []Signature, what string) error {
 		if r.Sig.Start || r.Sig.Tool == "" {
 			return fmt.Errorf("%s: a signature reference needs a tool", what)
 		}
+		if r.Nth < 0 || r.Nth >= MaxEvery {
+			return fmt.Errorf("%s: nth %d out of range (0 to %d)", what, r.Nth, MaxEvery-1)
+		}
 		return nil
+	}
+	if r.Nth != 0 {
+		return fmt.Errorf("%s: nth needs a signature reference", what)
 	}
 	if r.Ctx < 0 || r.Ctx >= len(ctx) || ctx[len(ctx)-1-r.Ctx].Start {
 		return fmt.Errorf("%s: ctx %d does not name an event of the context", what, r.Ctx)

@@ -36,6 +36,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad const", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","const":{"a":1,"a":2}}],"hits":[1]}`), ErrInvalid, "const"},
 		{"unsorted args", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"y","const":1},{"arg":"x","const":1}],"hits":[1]}`), ErrInvalid, "sorted"},
 		{"repeats", pat(`{"context":[{"tool":"a"}],"tool":"t","hits":[1],"support":2,"repeats":2,"repeat_hits":3}`), ErrInvalid, "repeats"},
+		{"nth without sig", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0,"nth":1},"part":"args","path":"/x"}],"hits":[1]}`), ErrInvalid, "nth needs a signature"},
+		{"nth out of range", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0,"sig":{"tool":"a"},"nth":8},"part":"args","path":"/x"}],"hits":[1]}`), ErrInvalid, "nth 8"},
+		{"negative nth", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0,"sig":{"tool":"a"},"nth":-1},"part":"args","path":"/x"}],"hits":[1]}`), ErrInvalid, "nth -1"},
+		{"every with nth", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"list":{"from":{"ctx":0,"sig":{"tool":"a"},"nth":1},"part":"output","path":"","every":true},"args":[{"arg":"x","part":"item"}],"hits":[1]}`), ErrInvalid, "every"},
 		{"bad norm", pat(`{"context":[{"tool":"a"}],"tool":"t","exact":true,"args":[{"arg":"x","from":{"ctx":0},"part":"args","norm":"rot13"}],"hits":[1]}`), ErrInvalid, "norm"},
 	}
 	for _, tt := range tests {

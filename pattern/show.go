@@ -71,6 +71,9 @@ func describeSource(r Ref, part, path string) string {
 	ev := "#" + strconv.Itoa(r.Ctx)
 	if r.Sig != nil {
 		ev = r.Sig.String()
+		if r.Nth > 0 {
+			ev += ", " + strconv.Itoa(r.Nth) + " before"
+		}
 	}
 	return describePart(part) + "(" + ev + ")" + path
 }
