@@ -3,6 +3,7 @@ package mine
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"slices"
 	"sync"
@@ -126,8 +127,17 @@ type miner struct {
 	// in the order of its args, and where each argument's end.
 	cands    [][]candRef
 	candEnds [][]int32
-	bodyMu   sync.Mutex        // protects bodies and shapes
-	bodies   map[bodyKey]int32 // → candRef.body (during discovery)
+	bodyMu   sync.Mutex // protects bodies, clashes and shapes
+	// During discovery, the numbers of the bodies (candRef.body) by
+	// their hash: the first body of each hash, and, in clashes, any other.
+	// A hash (8 bytes a body) is kept and grown more cheaply than a
+	// bodyKey (eight strings).
+	bodies   map[uint64]int32
+	clashes  map[bodyKey]int32
+	bodySeed maphash.Seed
+	// bodyHash, if set, hashes in place of maphash: the tests make every
+	// body clash.
+	bodyHash func(bodyKey) uint64
 	// Per body number, in chunks of shapeChunk (never copied as they
 	// grow): a raw candidate with that body (its arg, back and recent are
 	// one call's).
@@ -212,7 +222,7 @@ func newMiner(sessions []trace.Session, o Options) *miner {
 			disc[i].Values = slices.DeleteFunc(slices.Clone(disc[i].Values), pattern.Identifying)
 		}
 	}
-	m := &miner{o: o, disc: disc, c: pattern.NewCompiler(disc)}
+	m := &miner{o: o, disc: disc, c: pattern.NewCompiler(disc), bodySeed: maphash.MakeSeed()}
 	m.flatten(sessions)
 	return m
 }
@@ -357,21 +367,38 @@ const maxCandsPerArg = 96
 // compared, never ordered, so the pool does not depend on them.
 func (m *miner) body(rc *rawCand) int32 {
 	k := bodyKeyOf(rc)
+	var h uint64
+	if m.bodyHash != nil {
+		h = m.bodyHash(k)
+	} else {
+		h = maphash.Comparable(m.bodySeed, k)
+	}
 	m.bodyMu.Lock()
 	defer m.bodyMu.Unlock()
-	id, ok := m.bodies[k]
-	if !ok {
-		if m.bodies == nil {
-			m.bodies = make(map[bodyKey]int32)
-		}
-		id = int32(len(m.bodies))
-		m.bodies[k] = id
-		if id%shapeChunk == 0 {
-			m.shapes = append(m.shapes, make([]rawCand, 0, shapeChunk))
-		}
-		last := &m.shapes[len(m.shapes)-1]
-		*last = append(*last, *rc)
+	if m.bodies == nil {
+		m.bodies = make(map[uint64]int32)
+		m.clashes = make(map[bodyKey]int32)
 	}
+	id, ok := m.bodies[h]
+	if ok && bodyKeyOf(m.shape(id)) == k {
+		return id
+	}
+	if ok {
+		if id, ok := m.clashes[k]; ok {
+			return id
+		}
+	}
+	id = int32(len(m.bodies) + len(m.clashes))
+	if ok {
+		m.clashes[k] = id
+	} else {
+		m.bodies[h] = id
+	}
+	if id%shapeChunk == 0 {
+		m.shapes = append(m.shapes, make([]rawCand, 0, shapeChunk))
+	}
+	last := &m.shapes[len(m.shapes)-1]
+	*last = append(*last, *rc)
 	return id
 }
 
@@ -418,7 +445,7 @@ func (m *miner) discover() {
 		})
 	}
 	wg.Wait()
-	m.bodies = nil // numbered: the keys are not needed any more
+	m.bodies, m.clashes = nil, nil // numbered: the keys are not needed any more
 }
 
 // discoverSession finds the raw candidates of a session's target calls.
