@@ -144,6 +144,7 @@ type miner struct {
 	shapes [][]rawCand
 	bySig  []map[int32][]int32  // per session: signature → its events, ascending
 	byCall []map[uint64][]int32 // per session: call hash → its events, ascending
+	byTool []map[string][]int32 // per session: tool → its events in byCall, ascending
 	// indexAll indexes every key of every event, not only those the
 	// session's calls can look up: the reference the tests compare the
 	// filtered discovery with.
@@ -312,15 +313,18 @@ func (m *miner) flatten(sessions []trace.Session) {
 	// order: histories look them up instead of scanning sessions back.
 	m.bySig = make([]map[int32][]int32, len(sessions))
 	m.byCall = make([]map[uint64][]int32, len(sessions))
+	m.byTool = make([]map[string][]int32, len(sessions))
 	for e := range m.events {
 		me := &m.events[e]
 		if m.bySig[me.sess] == nil {
 			m.bySig[me.sess] = make(map[int32][]int32)
 			m.byCall[me.sess] = make(map[uint64][]int32)
+			m.byTool[me.sess] = make(map[string][]int32)
 		}
 		m.bySig[me.sess][me.sig] = append(m.bySig[me.sess][me.sig], int32(e))
 		if me.argsOK {
 			m.byCall[me.sess][me.hash] = append(m.byCall[me.sess][me.hash], int32(e))
+			m.byTool[me.sess][me.ev.Tool] = append(m.byTool[me.sess][me.ev.Tool], int32(e))
 		}
 	}
 	k := m.o.MaxContext

@@ -209,53 +209,7 @@ func (m *worker) exactPatterns(c minedContext, ctx []pattern.Signature, tool str
 		}
 		variants = append(variants, v)
 	}
-	var out []pattern.Pattern
-	seen := make(map[string]bool)
-	for _, v := range variants {
-		pt, ok := m.assemble(ctx, tool, v)
-		if !ok {
-			continue
-		}
-		key := pt.MappingKey()
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		m.validateMemo(c, &pt, key)
-		// A pattern below τ is still kept if its tool is not (the
-		// tool-only pattern would be) and its mappings reproduce a good
-		// share of the tool's calls: a concrete call can be run ahead, a
-		// tool-only guess cannot.
-		hits := 0
-		for _, h := range pt.Hits {
-			hits += h
-		}
-		weak := pt.P < o.MinConfidence && (ratio(pt.ToolHits, pt.Support) < o.MinConfidence || 10*hits < 3*pt.ToolHits)
-		// A list pattern's calls are its elements in any order (an agent
-		// reads the files of a listing it chooses, not the first one):
-		// its hits at every rank count.
-		if pt.Support < o.MinSupport || (pt.List == nil && pt.Hits[0] < 2) || hits < 2 || weak {
-			continue
-		}
-		out = append(out, pt)
-	}
-	slices.SortStableFunc(out, func(a, b pattern.Pattern) int {
-		if a.Hits[0] != b.Hits[0] {
-			return b.Hits[0] - a.Hits[0]
-		}
-		return patternComplexity(&a) - patternComplexity(&b)
-	})
-	// Alternatives the traces cannot tell apart (the same counts: reading
-	// the context's latest event or "the most recent event of its
-	// signature", which is the same event) are one: keep the simplest.
-	out = slices.CompactFunc(out, func(a, b pattern.Pattern) bool {
-		return a.Support == b.Support && a.ToolHits == b.ToolHits && a.ElseSupport == b.ElseSupport &&
-			a.ElseHits == b.ElseHits && a.Repeats == b.Repeats && a.RepeatHits == b.RepeatHits && slices.Equal(a.Hits, b.Hits)
-	})
-	if len(out) > o.Alternatives {
-		out = out[:o.Alternatives]
-	}
-	return out
+	return m.validateVariants(c, ctx, tool, variants)
 }
 
 func pick(perArg [][]*argCand, ai, r int) []*argCand {

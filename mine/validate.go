@@ -70,6 +70,16 @@ func (h *mineHistory) Used(call uint64) bool {
 	return i > 0 && h.target-int(events[i-1]) <= maxUsedCalls
 }
 
+// UsedTool reports whether Used may be true of any call to tool: the
+// session called it within as many calls back.
+func (h *mineHistory) UsedTool(tool string) bool {
+	events := h.m.byTool[h.sess][tool]
+	i := h.before(events)
+	return i > 0 && h.target-int(events[i-1]) <= maxUsedCalls
+}
+
+var _ pattern.ToolHistory = (*mineHistory)(nil)
+
 // maxUsedCalls is how far back "not called yet" looks, as the predictor's
 // default memory of calls (pattern.OnlineOptions.MaxCalls).
 const maxUsedCalls = 1024

@@ -25,6 +25,17 @@ type History interface {
 	Used(call uint64) bool
 }
 
+// ToolHistory is a History that also tells whether the session may have
+// called a tool at all (UsedTool false: Used is false of every call to
+// it). Eval then tells that no element of a list was called without
+// building each element's call: a list read in every recent event of a
+// signature is looked through for a call already made at every
+// evaluation, which mining does at every occurrence of every context.
+type ToolHistory interface {
+	History
+	UsedTool(tool string) bool
+}
+
 // Candidate is one call a pattern predicts.
 type Candidate struct {
 	// Args is the canonical JSON object of the arguments; nil for a
@@ -239,6 +250,9 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 // list's elements. It uses buf's spare capacity as scratch, and returns
 // it with the same length.
 func (cp *cpattern) started(list []byte, isText bool, from *Payload, pos []int, h History, buf []byte) (bool, []byte) {
+	if th, ok := h.(ToolHistory); ok && !th.UsedTool(cp.tool) {
+		return false, buf
+	}
 	found := false
 	at := len(buf)
 	eachElem(cp.list, from, list, isText, func(n int, it *elem) bool {
