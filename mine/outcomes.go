@@ -1,7 +1,6 @@
 package mine
 
 import (
-	"encoding/binary"
 	"encoding/json"
 
 	"github.com/ahead-dev/ahead/pattern"
@@ -23,11 +22,25 @@ import (
 // its body's number).
 type outcomeCache struct {
 	bodies map[string]int32 // pattern body → id
-	got    map[string]outcome
+	got    map[outcomeKey]outcome
 	// An estimate of the memory of bodies and of got.
 	bodyBytes, gotBytes int
-	key                 []byte
 }
+
+// outcomeKey is a body at an occurrence: its id, the occurrence's call
+// (target), and the events its references to context positions name
+// (events[:n], -1 for none). Numbers, not a string: a string key was
+// hashed whole at every look-up and allocated at every entry.
+type outcomeKey struct {
+	id, target int32
+	n          int32
+	events     [maxOutcomeRefs]int32
+}
+
+// maxOutcomeRefs is the most references to context positions a pattern
+// whose outcomes are cached may have (one per argument, its list and its
+// bases): the others are evaluated at every occurrence.
+const maxOutcomeRefs = 6
 
 // outcome is what validate counts of a pattern at one occurrence, besides
 // what depends on the call alone (its tool).
@@ -42,9 +55,9 @@ type outcome struct {
 // maxOutcomeBytes bounds a worker's outcomeCache.
 const maxOutcomeBytes = 16 << 20
 
-// outcomeEntryBytes estimates an entry's memory besides its key: the
-// map's slot (key header, value, control byte, load factor).
-const outcomeEntryBytes = 64
+// outcomeEntryBytes estimates an entry's memory: the map's slot (key,
+// value, control byte, load factor).
+const outcomeEntryBytes = 96
 
 // body returns the id of a pattern's body (the pattern without its
 // context and the positions its references name), and the references
@@ -79,12 +92,12 @@ func (oc *outcomeCache) body(pt *pattern.Pattern, refs []int) (int32, []int, boo
 		b.A[i] = mp
 	}
 	raw, err := json.Marshal(b)
-	if err != nil {
+	if err != nil || len(refs) > maxOutcomeRefs {
 		return 0, refs, false
 	}
 	if oc.bodies == nil {
 		oc.bodies = make(map[string]int32)
-		oc.got = make(map[string]outcome)
+		oc.got = make(map[outcomeKey]outcome)
 	}
 	id, ok := oc.bodies[string(raw)]
 	if !ok {
@@ -103,32 +116,29 @@ func (oc *outcomeCache) body(pt *pattern.Pattern, refs []int) (int32, []int, boo
 
 // makeKey builds the key of a body at an occurrence: the call (target)
 // and the events the context positions refs name (pos: the occurrence's
-// context positions). The key is valid until the next makeKey.
-func (oc *outcomeCache) makeKey(id int32, target int, refs, pos []int) []byte {
-	k := binary.LittleEndian.AppendUint32(oc.key[:0], uint32(id))
-	k = binary.LittleEndian.AppendUint32(k, uint32(target))
-	for _, j := range refs {
+// context positions; at most maxOutcomeRefs).
+func (oc *outcomeCache) makeKey(id int32, target int, refs, pos []int) outcomeKey {
+	k := outcomeKey{id: id, target: int32(target), n: int32(len(refs))}
+	for i, j := range refs {
 		e := -1
 		if j < len(pos) {
 			e = pos[j]
 		}
-		k = binary.LittleEndian.AppendUint32(k, uint32(int32(e)))
+		k.events[i] = int32(e)
 	}
-	oc.key = k
 	return k
 }
 
-func (oc *outcomeCache) get(key []byte) (outcome, bool) {
-	r, ok := oc.got[string(key)]
+func (oc *outcomeCache) get(key outcomeKey) (outcome, bool) {
+	r, ok := oc.got[key]
 	return r, ok
 }
 
-func (oc *outcomeCache) put(key []byte, r outcome) {
-	n := len(key) + outcomeEntryBytes
-	if oc.bodyBytes+oc.gotBytes+n > maxOutcomeBytes {
+func (oc *outcomeCache) put(key outcomeKey, r outcome) {
+	if oc.bodyBytes+oc.gotBytes+outcomeEntryBytes > maxOutcomeBytes {
 		clear(oc.got)
 		oc.gotBytes = 0
 	}
-	oc.gotBytes += n
-	oc.got[string(key)] = r
+	oc.gotBytes += outcomeEntryBytes
+	oc.got[key] = r
 }

@@ -288,12 +288,8 @@ func (m *worker) target(oc occurrence) *mevent {
 // (indices into c.occs), naming their events relative to the context, and
 // the most frequent constant.
 func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand {
-	found, counts := m.scratch.found, m.scratch.counts[:0]
-	if found == nil || len(found) > maxScratchEntries {
-		found = make(map[rawKey]int32)
-		m.scratch.found = found
-	}
-	clear(found)
+	found, counts := &m.scratch.found, m.scratch.counts[:0]
+	found.reset()
 	consts := m.scratch.consts
 	if consts == nil || len(consts) > maxScratchEntries {
 		consts = make(map[string]*constCount)
@@ -379,10 +375,10 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 				if key.sig >= 0 && key.ctx < 0 {
 					id.ctx = 0
 				}
-				fi, ok := found[id]
+				fi, ok := found.get(id)
 				if !ok {
 					fi = int32(len(counts))
-					found[id] = fi
+					found.put(id, fi)
 					counts = append(counts, counted{body: rc.body, key: key, last: -1})
 				}
 				if f := &counts[fi]; f.last != i {
@@ -482,8 +478,8 @@ func (m *worker) argCandidates(c minedContext, hit []int, arg string) []*argCand
 
 // argScratch is argCandidates' memory, reused from one call to the next.
 type argScratch struct {
-	found  map[rawKey]int32 // a mapping's key → its index in counts
-	counts []counted        // in the order first found
+	found  keyTable  // a mapping's key → its index in counts
+	counts []counted // in the order first found
 	consts map[string]*constCount
 }
 

@@ -85,7 +85,8 @@ func (c *valueCache) id(ac *argCand) (int32, bool) {
 	return id, true
 }
 
-// get returns the values cached for key (valid until the next put).
+// get returns the values cached for key (valid until the next add or
+// put).
 func (c *valueCache) get(key valueKey) ([][]byte, bool) {
 	r, ok := c.got[key]
 	if !ok {
@@ -114,14 +115,15 @@ func (c *valueCache) add(v []byte) {
 }
 
 // put records the values added since the last put as key's, and returns
-// them (valid until the next put).
+// them (valid until the next add or put).
 func (c *valueCache) put(key valueKey) [][]byte {
 	r := [2]int32{int32(c.adding), int32(len(c.ends))}
 	vals := c.values(r)
 	if len(c.bytes)+24*len(c.got) > maxCachedValueBytes {
-		// Start afresh; the values returned stay valid: the arrays are
-		// dropped, not reused.
-		c.bytes, c.ends = nil, nil
+		// Start afresh in the same arrays (the values returned are
+		// overwritten by the next add): dropping them cost mining as
+		// much garbage again as the cache holds.
+		c.bytes, c.ends = c.bytes[:0], c.ends[:0]
 		clear(c.got)
 		c.adding = 0
 		return vals

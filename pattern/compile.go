@@ -77,7 +77,7 @@ func (c *Compiled) EachValue(pos []int, h History, buf []byte, fn func(val []byt
 	if cp.list == nil {
 		check(nil)
 	} else if list, text, p, ok := cp.resolve(cp.list, pos, h, nil); ok {
-		eachElem(cp.list, p, list, text, func(n int, it *elem) bool { return n < maxListScan && check(it) })
+		eachElem(cp.list, p, list, text, func(n int, it elem) bool { return n < maxListScan && check(&it) })
 	}
 	return buf
 }

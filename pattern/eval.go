@@ -176,12 +176,12 @@ func (x *Index) evalCompiled(cp *cpattern, pos []int, h History, max int, dst []
 	}
 	start := len(dst)
 	rank, scanned := 0, 0
-	each := func(n int, it *elem) bool {
+	each := func(n int, it elem) bool {
 		if scanned++; scanned > maxListScan || rank >= max {
 			return false
 		}
 		at := len(buf)
-		b, ok := cp.appendArgs(buf, pos, h, it)
+		b, ok := cp.appendArgs(buf, pos, h, &it)
 		if !ok {
 			buf = b[:at]
 			return true
@@ -255,11 +255,11 @@ func (cp *cpattern) started(list []byte, isText bool, from *Payload, pos []int, 
 	}
 	found := false
 	at := len(buf)
-	eachElem(cp.list, from, list, isText, func(n int, it *elem) bool {
+	eachElem(cp.list, from, list, isText, func(n int, it elem) bool {
 		if n >= maxListScan {
 			return false
 		}
-		b, ok := cp.appendArgs(buf, pos, h, it)
+		b, ok := cp.appendArgs(buf, pos, h, &it)
 		buf = b[:at]
 		if ok && h.Used(CallHash(cp.tool, b[at:])) {
 			found = true
@@ -341,13 +341,24 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 	if m.constVal != nil {
 		return append(buf, m.constVal...), true
 	}
-	var item []byte
-	if it != nil {
-		item = it.raw
-	}
-	raw, text, from, ok := cp.resolve(&m.src, pos, h, item)
-	if !ok || len(raw) == 0 {
-		return buf, false
+	var raw []byte
+	var text bool
+	var from *Payload
+	line := "" // a line of a list of lines
+	if it != nil && it.line != "" && m.src.part == PartItem {
+		if len(m.src.path) > 0 {
+			return buf, false // a string has no members
+		}
+		line = it.line
+	} else {
+		var item []byte
+		if it != nil {
+			item = it.raw
+		}
+		var ok bool
+		if raw, text, from, ok = cp.resolve(&m.src, pos, h, item); !ok || len(raw) == 0 {
+			return buf, false
+		}
 	}
 	var base string
 	if m.base != nil {
@@ -363,6 +374,7 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 		if at == nil {
 			return buf, false
 		}
+		var ok bool
 		if base, ok = at.stringAt(m.base); !ok || base == "" {
 			return buf, false
 		}
@@ -373,6 +385,9 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 		}
 	}
 	if !m.template {
+		if line != "" {
+			return rawjson.AppendQuoted(buf, line), true // canonical
+		}
 		if text {
 			return rawjson.AppendQuoted(buf, bytesString(raw)), true
 		}
@@ -383,12 +398,12 @@ func (cp *cpattern) appendValue(buf []byte, m *cmapping, pos []int, h History, i
 		return append(buf, c...), true
 	}
 	var s string
+	ok := true
 	switch {
+	case line != "":
+		s = line
 	case text:
 		s = bytesString(raw)
-	case it != nil && it.line != "" && m.src.part == PartItem && len(m.src.path) == 0:
-		// A line of a list, quoted in raw: decoding raw gives it back.
-		s = it.line
 	case raw[0] == '"':
 		if from != nil {
 			// Patterns read the same string (a command, a summary)

@@ -158,16 +158,13 @@ func (p *Payload) stringAt(s *csource) (string, bool) {
 
 // eachElem calls fn with each element of a list (see listAt, read in p)
 // until it returns false: the elements of a JSON array, or the lines of a
-// text, trimmed and quoted as JSON strings, the empty ones skipped. The
-// element fn gets is valid until fn returns.
-func eachElem(s *csource, p *Payload, list []byte, isText bool, fn func(n int, it *elem) bool) {
-	var it elem
-	it.from = p
+// text, trimmed, as JSON strings, the empty ones skipped. The element fn
+// gets is valid until fn returns.
+func eachElem(s *csource, p *Payload, list []byte, isText bool, fn func(n int, it elem) bool) {
 	if !s.lines {
 		if !isText {
 			rawjson.EachElem(list, func(n int, el []byte) bool {
-				it.raw = el
-				return fn(n, &it)
+				return fn(n, elem{raw: el, from: p})
 			})
 		}
 		return
@@ -197,24 +194,27 @@ func eachElem(s *csource, p *Payload, list []byte, isText bool, fn func(n int, i
 		if line = strings.TrimSpace(line); line == "" {
 			continue
 		}
-		el = rawjson.AppendQuoted(el[:0], line)
-		it.raw, it.line = el, ""
-		if valid || utf8.ValidString(line) {
-			it.line = line
+		it := elem{line: line, from: p}
+		if !valid && !utf8.ValidString(line) {
+			// Quoted, it is not a JSON string: what callkey makes
+			// of it decides.
+			el = rawjson.AppendQuoted(el[:0], line)
+			it = elem{raw: el, from: p}
 		}
-		if n >= maxLineScan || !fn(n, &it) {
+		if n >= maxLineScan || !fn(n, it) {
 			return
 		}
 		n++
 	}
 }
 
-// elem is the list element a candidate is built from.
+// elem is the list element a candidate is built from: JSON, or a line of
+// a list of lines, which is a string (valid UTF-8). A line is read as
+// itself: quoting it to decode it again, at every occurrence of every
+// context after a listing, was a good part of mining's time.
 type elem struct {
-	raw []byte // its JSON (a line quoted as a string)
-	// line is the line itself, for a list of lines, when it is valid
-	// UTF-8: what decoding raw gives back. Else "".
-	line string
+	raw  []byte   // its JSON, if not a line
+	line string   // the line, if a line
 	from *Payload // the event of its list (nil if not known)
 }
 
