@@ -1,0 +1,45 @@
+package mine
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKeyTable checks the table against a map over calls of many sizes,
+// through growth, resets and a wrapped generation.
+func TestKeyTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var kt keyTable
+	for call := range 200 {
+		if call == 150 {
+			kt.gen = ^uint32(0) // the next reset wraps
+		}
+		kt.reset()
+		want := make(map[rawKey]int32)
+		n := r.IntN(3000)
+		if call%50 == 0 {
+			n = 2 * maxKeySlots // past the bound: dropped at the next reset
+		}
+		for i := range n {
+			k := rawKey{sig: int32(r.IntN(50)) - 1, ctx: r.IntN(5) - 1, body: int32(r.IntN(2000))}
+			got, ok := kt.get(k)
+			w, wok := want[k]
+			if ok != wok || got != w {
+				t.Fatalf("call %d: get(%v) = %d, %v; want %d, %v", call, k, got, ok, w, wok)
+			}
+			if !ok {
+				kt.put(k, int32(i))
+				want[k] = int32(i)
+			}
+		}
+		if kt.n != len(want) {
+			t.Fatalf("call %d: %d keys, want %d", call, kt.n, len(want))
+		}
+	}
+	if len(kt.slots) > maxKeySlots {
+		kt.reset()
+		if kt.slots != nil {
+			t.Errorf("reset kept %d slots, over the bound %d", len(kt.slots), maxKeySlots)
+		}
+	}
+}
