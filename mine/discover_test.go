@@ -97,9 +97,11 @@ func BenchmarkDiscoverShared(b *testing.B) {
 		b.Fatal(err)
 	}
 	m := newMiner(readSessions(b, files...), o)
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		m.shapes = nil
 		m.discover()
 	}
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(len(m.shapes)-1)*shapeChunk+float64(len(m.shapes[len(m.shapes)-1])), "bodies")
 }

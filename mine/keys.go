@@ -83,8 +83,15 @@ type wantedKeys struct {
 	ends  []bool   // the starts added, by end
 }
 
-func newWantedKeys() *wantedKeys {
-	return &wantedKeys{set: make(keySet), done: make(map[uint64]struct{})}
+// reset empties w for another session. Clearing a map costs its
+// capacity: the maps a long session grew are dropped, not cleared for
+// each short one after it.
+func (w *wantedKeys) reset() {
+	if w.set == nil || len(w.set) > 4096 {
+		w.set, w.done = make(keySet), make(map[uint64]struct{})
+	}
+	clear(w.set)
+	clear(w.done)
 }
 
 // add adds the keys findSources and findBase look value v (canonical JSON)

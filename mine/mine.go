@@ -439,12 +439,13 @@ func (m *miner) discover() {
 	var wg sync.WaitGroup
 	for range min(m.o.Workers, max(len(m.sess), 1)) {
 		wg.Go(func() {
+			sc := &discoverScratch{seen: make(map[int32]int)}
 			for {
 				si := int(next.Add(1)) - 1
 				if si >= len(m.sess) {
 					return
 				}
-				m.discoverSession(si)
+				m.discoverSession(si, sc)
 			}
 		})
 	}
@@ -453,7 +454,7 @@ func (m *miner) discover() {
 }
 
 // discoverSession finds the raw candidates of a session's target calls.
-func (m *miner) discoverSession(si int) {
+func (m *miner) discoverSession(si int, sc *discoverScratch) {
 	first := int(m.sess[si])
 	end := len(m.events)
 	if si+1 < len(m.sess) {
@@ -461,7 +462,8 @@ func (m *miner) discoverSession(si int) {
 	}
 	// The keys the session's calls can be looked up by (keys.go): the
 	// indexes keep only those.
-	want := newWantedKeys()
+	want := &sc.want
+	want.reset()
 	for t := first + 1; t < end; t++ {
 		if me := &m.events[t]; me.argsOK {
 			for _, a := range me.args {
@@ -469,7 +471,12 @@ func (m *miner) discoverSession(si int) {
 			}
 		}
 	}
-	idx := make([]*evIndex, end-first) // per session: built lazily, dropped after
+	idx := sc.idx[:0] // per session: built lazily, dropped after
+	idx = append(idx, make([]*evIndex, end-first)...)
+	defer func() {
+		clear(idx)
+		sc.idx = idx[:0]
+	}()
 	get := func(e int) *evIndex {
 		x := idx[e-first]
 		if x == nil {
@@ -491,30 +498,31 @@ func (m *miner) discoverSession(si int) {
 		// each earlier signature.
 		// Older events of a signature are searched for list
 		// elements only (see pattern.ListSource.Every).
-		type src struct {
-			e    int
-			rank int // 0 for the most recent event of its signature
-		}
-		var srcs []src
-		seen := make(map[int32]int)
+		srcs, seen := sc.srcs[:0], sc.seen
+		clear(seen)
 		for e := t - 1; e >= max(first, t-maxLookback); e-- {
+			if t-e > m.o.MaxContext && len(seen) > maxSigSources {
+				break // no earlier event is searched
+			}
 			sig := m.events[e].sig
 			rank := seen[sig]
 			seen[sig]++
 			if t-e <= m.o.MaxContext || (rank == 0 && len(seen) <= maxSigSources) || (rank < pattern.MaxEvery && len(seen) <= maxSigSources) {
-				srcs = append(srcs, src{e, rank})
+				srcs = append(srcs, source{e, rank})
 			}
 		}
+		sc.srcs = srcs
 		// The events a value's first part may be read from when the
 		// rest comes from another (joined.go): the most recent of
 		// each signature, as a signature reference names them.
-		var bases []baseSource
+		bases := sc.bases[:0]
 		for _, s := range srcs {
 			if s.rank == 0 {
 				bases = append(bases, baseSource{back: int32(t - s.e), sig: m.events[s.e].sig, x: get(s.e)})
 			}
 		}
-		var out, later []rawCand
+		sc.bases = bases
+		out, later := sc.out[:0], sc.later[:0]
 		ends := make([]int32, len(me.args))
 		for ai, a := range me.args {
 			start := len(out)
@@ -567,5 +575,24 @@ func (m *miner) discoverSession(si int) {
 				identifying: !m.o.KeepValues && (pattern.Identifying(rc.prefix) || pattern.Identifying(rc.suffix))}
 		}
 		m.cands[t], m.candEnds[t] = refs, ends
+		clear(out) // the scratch keeps no strings of this call alive
+		sc.out, sc.later = out[:0], later[:0]
 	}
+}
+
+// discoverScratch is the memory a worker of discover reuses from one call
+// (and session) to the next.
+type discoverScratch struct {
+	want       wantedKeys
+	idx        []*evIndex
+	srcs       []source
+	seen       map[int32]int
+	bases      []baseSource
+	out, later []rawCand
+}
+
+// source is an earlier event searched for a call's values.
+type source struct {
+	e    int
+	rank int // 0 for the most recent event of its signature
 }

@@ -213,12 +213,14 @@ func BenchmarkMineShared(b *testing.B) {
 	}
 	ss := readSessions(b, files...)
 	var pool *pattern.Pool
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		var err error
 		if pool, err = Mine(ss, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(len(pool.Patterns)), "patterns")
 	b.ReportMetric(float64(len(encode(b, pool)))/(1<<20), "file-MiB")
 }

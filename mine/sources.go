@@ -23,16 +23,51 @@ type loc struct {
 	// arrays lists the indices of path's tokens that step into arrays:
 	// the places where the value could be a list element.
 	arrays []int
-	sel    *pattern.TextSel // a line or token of the (text) value at path
-	norm   string           // the normalisation that produced the key
-	ntok   int              // with a token of a line: the tokens of the line
+	// elems, once a value was found here (findSources), is the list and
+	// the path in its element of each of arrays.
+	elems []listPath
+	sel   *pattern.TextSel // a line or token of the (text) value at path
+	// lineSel, once a value was found here, is sel's token of each line
+	// (a listing's entry).
+	lineSel *pattern.TextSel
+	norm    string // the normalisation that produced the key
+	ntok    int32  // with a token of a line: the tokens of the line
+	next    int32  // the key's next place in evIndex.locs, or -1
 }
+
+// listPath is a value's place as an element of a list.
+type listPath struct{ list, path string }
 
 // evIndex maps the canonical JSON of values found in one event to their
 // places: of the values whose key is wanted (keys.go), all.
+//
+// The places of all keys are in one slice, each key's chained in the
+// order they were found, and a key is looked up by its bytes: an event's
+// index takes a few allocations, not a map entry, a string and a growing
+// slice per key.
 type evIndex struct {
-	locs map[string][]loc
-	want keySet // nil: every key
+	keys  map[string]int32 // key → its entry in heads
+	heads []keyPlaces
+	locs  []loc
+	want  keySet // nil: every key
+}
+
+// keyPlaces are the places of one key: the first and last in
+// evIndex.locs, and their number.
+type keyPlaces struct{ first, last, n int32 }
+
+// first returns the index in x.locs of the first place of key, or -1.
+func (x *evIndex) first(key []byte) int32 {
+	if h, ok := x.keys[string(key)]; ok {
+		return x.heads[h].first
+	}
+	return -1
+}
+
+// room reports whether key may take another place.
+func (x *evIndex) room(key []byte) bool {
+	h, ok := x.keys[string(key)]
+	return len(key) <= maxKeyLen+2 && (!ok || x.heads[h].n < maxLocsPerKey)
 }
 
 // Bounds on indexing: an event's index must stay small even for megabyte
@@ -45,14 +80,41 @@ const (
 	maxLocsPerKey = 8
 )
 
-func (x *evIndex) add(key string, l loc) {
-	if len(key) > maxKeyLen+2 || len(x.locs[key]) >= maxLocsPerKey {
+// add indexes l under key (canonical JSON), unless key is too long or
+// has its maxLocsPerKey places.
+func (x *evIndex) add(key []byte, l loc) {
+	if len(key) > maxKeyLen+2 {
 		return
 	}
-	if x.locs == nil {
-		x.locs = make(map[string][]loc)
+	h, ok := x.keys[string(key)]
+	if !ok {
+		if x.keys == nil {
+			x.keys = make(map[string]int32)
+		}
+		h = int32(len(x.heads))
+		x.keys[string(key)] = h
+		x.heads = append(x.heads, keyPlaces{first: -1, last: -1})
 	}
-	x.locs[key] = append(x.locs[key], l)
+	kp := &x.heads[h]
+	if kp.n >= maxLocsPerKey {
+		return
+	}
+	i := int32(len(x.locs))
+	l.next = -1
+	x.locs = append(x.locs, l)
+	if kp.last >= 0 {
+		x.locs[kp.last].next = i
+	} else {
+		kp.first = i
+	}
+	kp.last = i
+	kp.n++
+}
+
+// addQuoted indexes l under the string s.
+func (x *evIndex) addQuoted(s string, l loc) {
+	var buf [128]byte
+	x.add(rawjson.AppendQuoted(buf[:0], s), l)
 }
 
 // wantString reports whether the string s may be looked up.
@@ -60,19 +122,26 @@ func (x *evIndex) wantString(s string) bool {
 	return len(s) <= maxKeyLen && x.want.has(quotedHash(s))
 }
 
+// roomString reports whether the string s may be looked up and may take
+// another place.
+func (x *evIndex) roomString(s string) bool {
+	var buf [128]byte
+	return x.wantString(s) && x.room(rawjson.AppendQuoted(buf[:0], s))
+}
+
 // addString indexes the string s at the place at gives, if it may be
 // looked up.
 func (x *evIndex) addString(s string, at *lazyLoc) {
-	if x.wantString(s) {
-		x.add(rawjson.Quoted(s), at.get())
+	if x.roomString(s) {
+		x.addQuoted(s, at.get())
 	}
 }
 
 // addValue indexes the JSON value v at the place at gives, if it may be
 // looked up.
 func (x *evIndex) addValue(v []byte, at *lazyLoc) {
-	if c, err := callkey.CanonicalValueView(v); err == nil && len(c) <= maxKeyLen+2 && x.want.has(keyHash(c)) {
-		x.add(string(c), at.get())
+	if c, err := callkey.CanonicalValueView(v); err == nil && len(c) <= maxKeyLen+2 && x.want.has(keyHash(c)) && x.room(c) {
+		x.add(c, at.get())
 	}
 }
 
@@ -222,7 +291,7 @@ func addNormForms(x *evIndex, forms *[len(indexedNorms)]string, l loc) {
 		if n != "" {
 			l2 := l
 			l2.norm = indexedNorms[k]
-			x.add(rawjson.Quoted(n), l2)
+			x.addQuoted(n, l2)
 		}
 	}
 }
@@ -235,10 +304,10 @@ func indexText(x *evIndex, base *lazyLoc, s string) {
 		if line == "" {
 			return
 		}
-		if x.wantString(line) {
+		if x.roomString(line) {
 			l := base.get()
 			l.sel = &sel
-			x.add(rawjson.Quoted(line), l)
+			x.addQuoted(line, l)
 		}
 		spans = text.TokenSpans(spans[:0], line)
 		if len(spans) == 1 && spans[0].Start == 0 && spans[0].End == len(line) {
@@ -246,7 +315,7 @@ func indexText(x *evIndex, base *lazyLoc, s string) {
 		}
 		for t, sp := range spans {
 			tok := line[sp.Start:sp.End]
-			wantTok := x.wantString(tok)
+			wantTok := x.roomString(tok)
 			var norms [len(indexedNorms)]string
 			if !wantedNorms(x, normForms(&norms, tok)) && !wantTok {
 				continue
@@ -254,9 +323,9 @@ func indexText(x *evIndex, base *lazyLoc, s string) {
 			for _, ti := range []int{t, t - len(spans)} {
 				l := base.get()
 				l.sel = &pattern.TextSel{Line: sel.Line, Token: &ti}
-				l.ntok = len(spans)
+				l.ntok = int32(len(spans))
 				if wantTok {
-					x.add(rawjson.Quoted(tok), l)
+					x.addQuoted(tok, l)
 				}
 				addNormForms(x, &norms, l)
 			}
@@ -354,15 +423,16 @@ func findBase(x *evIndex, prefix string, words bool) (loc, string, bool) {
 		// Longest first: closing the key at off[i] overwrites only what
 		// longer starts used.
 		key := append(buf[:off[i]], '"')
-		for _, l := range x.locs[string(key)] {
+		for p := x.first(key); p >= 0; p = x.locs[p].next {
+			l := &x.locs[p]
 			if l.norm != "" || (l.part != pattern.PartArgs && l.path == "") {
 				continue
 			}
 			if l.sel == nil {
-				return l, prefix[i:], true
+				return *l, prefix[i:], true
 			}
 			if words && wordAt < 0 {
-				word, wordAt = l, i
+				word, wordAt = *l, i
 			}
 		}
 	}
@@ -399,20 +469,23 @@ func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, re
 		}
 		return base.l, base.sep, base.ok
 	}
-	add := func(l loc, prefix, suffix string) {
+	add := func(l *loc, prefix, suffix string) {
 		c := rawCand{arg: arg, back: back, recent: recent, part: l.part, path: l.path, sel: l.sel, norm: l.norm, prefix: prefix, suffix: suffix}
 		start := len(dst)
 		dst = append(dst, c)
 		// The value may be an element of a list: the same place in each
 		// element of an array the path steps through.
-		if len(l.arrays) > 0 {
+		if len(l.arrays) > 0 && l.elems == nil {
 			toks, _ := rawjson.ParsePointer(l.path)
-			for _, a := range l.arrays {
-				c2 := c
-				c2.list = rawjson.Pointer(toks[:a])
-				c2.path = rawjson.Pointer(toks[a+1:])
-				dst = append(dst, c2)
+			l.elems = make([]listPath, len(l.arrays))
+			for i, a := range l.arrays {
+				l.elems[i] = listPath{rawjson.Pointer(toks[:a]), rawjson.Pointer(toks[a+1:])}
 			}
+		}
+		for _, e := range l.elems {
+			c2 := c
+			c2.list, c2.path = e.list, e.path
+			dst = append(dst, c2)
 		}
 		// Or a line of a text printed one entry a line (a listing): the
 		// same token of each line. An entry is a short line (a marker and
@@ -423,7 +496,10 @@ func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, re
 			c2 := c
 			c2.list, c2.lines, c2.path, c2.sel = l.path, true, "", nil
 			if l.sel.Token != nil {
-				c2.sel = &pattern.TextSel{Token: l.sel.Token}
+				if l.lineSel == nil {
+					l.lineSel = &pattern.TextSel{Token: l.sel.Token}
+				}
+				c2.sel = l.lineSel
 			}
 			dst = append(dst, c2)
 		}
@@ -441,8 +517,8 @@ func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, re
 			}
 		}
 	}
-	for _, l := range x.locs[string(v)] {
-		add(l, "", "")
+	for p := x.first(v); p >= 0; p = x.locs[p].next {
+		add(&x.locs[p], "", "")
 	}
 	s, ok := templated(v)
 	if !ok {
@@ -451,8 +527,8 @@ func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, re
 	var spans [16]text.Span
 	var key [64]byte
 	eachTemplatePart(spans[:0], s, func(sp text.Span) {
-		for _, l := range x.locs[string(rawjson.AppendQuoted(key[:0], s[sp.Start:sp.End]))] {
-			add(l, s[:sp.Start], s[sp.End:])
+		for p := x.first(rawjson.AppendQuoted(key[:0], s[sp.Start:sp.End])); p >= 0; p = x.locs[p].next {
+			add(&x.locs[p], s[:sp.Start], s[sp.End:])
 		}
 	})
 	return dst
