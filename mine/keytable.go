@@ -22,7 +22,7 @@ type keySlot struct {
 }
 
 // maxKeySlots bounds the slots a table keeps from one call to the next.
-const maxKeySlots = 1 << 16
+const maxKeySlots = 1 << 18
 
 // reset empties the table.
 func (t *keyTable) reset() {

@@ -18,7 +18,7 @@ func TestKeyTable(t *testing.T) {
 		want := make(map[rawKey]int32)
 		n := r.IntN(3000)
 		if call%50 == 0 {
-			n = 2 * maxKeySlots // past the bound: dropped at the next reset
+			n = maxKeySlots/2 + 1000 // past the bound: dropped at the next reset
 		}
 		for i := range n {
 			k := rawKey{sig: int32(r.IntN(50)) - 1, ctx: r.IntN(5) - 1, body: int32(r.IntN(2000))}
@@ -36,10 +36,16 @@ func TestKeyTable(t *testing.T) {
 			t.Fatalf("call %d: %d keys, want %d", call, kt.n, len(want))
 		}
 	}
-	if len(kt.slots) > maxKeySlots {
-		kt.reset()
-		if kt.slots != nil {
-			t.Errorf("reset kept %d slots, over the bound %d", len(kt.slots), maxKeySlots)
-		}
+	// Past the bound, the slots are dropped at the next reset.
+	kt.reset()
+	for i := range maxKeySlots/2 + 1 {
+		kt.put(rawKey{body: int32(i)}, int32(i))
+	}
+	if len(kt.slots) <= maxKeySlots {
+		t.Fatalf("%d slots for %d keys", len(kt.slots), kt.n)
+	}
+	kt.reset()
+	if kt.slots != nil {
+		t.Errorf("reset kept %d slots, over the bound %d", len(kt.slots), maxKeySlots)
 	}
 }

@@ -2,6 +2,7 @@ package mine
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/ahead-dev/ahead/pattern"
 )
@@ -110,6 +111,14 @@ func (c *valueCache) values(r [2]int32) [][]byte {
 
 // add appends a value of the evaluation put next.
 func (c *valueCache) add(v []byte) {
+	if len(c.bytes)+len(v) > cap(c.bytes) {
+		// Doubled: append grows a large slice by a quarter, which
+		// filling the cache once cost five times its size in garbage.
+		c.bytes = slices.Grow(c.bytes, max(len(v), min(cap(c.bytes), maxCachedValueBytes-len(c.bytes))))
+	}
+	if len(c.ends) == cap(c.ends) {
+		c.ends = slices.Grow(c.ends, max(1, cap(c.ends)))
+	}
 	c.bytes = append(c.bytes, v...)
 	c.ends = append(c.ends, int32(len(c.bytes)))
 }
