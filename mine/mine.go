@@ -356,7 +356,8 @@ func (m *miner) flatten(sessions []trace.Session) {
 const maxSigSources = 32
 
 // maxNthRef bounds the events before the most recent of a signature that
-// a mapping names by its place (pattern.Ref.Nth).
+// a mapping names by its place (pattern.Ref.Nth). 2 found nothing more
+// than 1 on the shared traces.
 const maxNthRef = 1
 
 // maxLookback bounds how far back in a session sources are searched, so
@@ -536,21 +537,26 @@ func (m *miner) discoverSession(si int, sc *discoverScratch) {
 				if s.rank > 0 && t-s.e > m.o.MaxContext {
 					// Beyond the context and not the latest of its
 					// signature: only a list of every such event reaches
-					// it, or a reference to the nth of them (after the
-					// others, whose places they do not take).
+					// it, or a reference to the nth of them for a value
+					// repeated whole (after the others, whose places they
+					// do not take). A template or a word of an event
+					// before the latest found little for its cost: most
+					// of the time the latest has the same.
 					kept := out[:from]
 					for _, rc := range out[from:] {
 						if rc.isList() {
 							kept = append(kept, rc)
-						} else if nth > 0 {
+						} else if nth > 0 && rc.whole() {
 							rc.nth = nth
 							later = append(later, rc)
 						}
 					}
 					out = kept
-				} else {
+				} else if nth > 0 {
 					for i := from; i < len(out); i++ {
-						out[i].nth = nth
+						if out[i].whole() {
+							out[i].nth = nth
+						}
 					}
 				}
 				if len(out)-start >= maxCandsPerArg {

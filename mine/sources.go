@@ -378,6 +378,12 @@ type rawCand struct {
 
 func (rc *rawCand) isList() bool { return rc.list != "" || rc.lines }
 
+// whole reports whether the candidate's value is a value of its event as
+// it is, not a selection, normalisation or template of one.
+func (rc *rawCand) whole() bool {
+	return rc.sel == nil && rc.norm == "" && rc.prefix == "" && rc.suffix == "" && rc.basePart == "" && !rc.isList()
+}
+
 // maxEntryTokens bounds the tokens of a line read as a list's entry.
 const maxEntryTokens = 3
 
