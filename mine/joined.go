@@ -82,7 +82,7 @@ func joinAcross(dst []rawCand, start int, bases []baseSource) []rawCand {
 			continue
 		}
 		c := *rc
-		c.basePart, c.basePath, c.baseSel, c.baseSig, c.prefix = f.l.part, f.l.path, f.l.sel, bases[f.b].sig, f.sep
+		c.basePart, c.basePath, c.baseSel, c.baseSig, c.prefix = f.l.partName(), f.l.path, f.l.sel, bases[f.b].sig, f.sep
 		dst = append(dst, c)
 		added++
 	}

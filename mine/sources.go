@@ -1,8 +1,11 @@
 package mine
 
 import (
+	"bytes"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/ahead-dev/ahead/callkey"
@@ -16,23 +19,54 @@ import (
 // candidates) do not depend on the context; Phase II's second half names
 // their events relative to each context and validates them.
 
-// loc is a place in an event where a value was found.
+// loc is a place in an event where a value was found. An event's index
+// holds many (up to maxLocsPerKey a key), so it is small: 48 bytes, what
+// few places have (the arrays of a JSON path) kept beside them.
 type loc struct {
-	part string // pattern.PartArgs or pattern.PartOutput
-	path string // JSON pointer to the value ("" for a text output)
+	path string           // JSON pointer to the value ("" for a text output)
+	sel  *pattern.TextSel // a line or token of the (text) value at path
+	// lineSel, once a value was found here, is sel's token of each line
+	// (a listing's entry).
+	lineSel *pattern.TextSel
+	// lists is 1 + the index in evIndex.lists of the arrays path steps
+	// through, 0 if none.
+	lists int32
+	ntok  int32 // with a token of a line: the tokens of the line
+	next  int32 // the key's next place in evIndex.locs, or -1
+	part  uint8 // partArgs or partOutput
+	norm  uint8 // 0, or 1 + the index in indexedNorms of the normalisation that produced the key
+}
+
+// loc.part's values.
+const (
+	partArgs uint8 = iota
+	partOutput
+)
+
+// partName returns the pattern.Part* the place is in.
+func (l *loc) partName() string {
+	if l.part == partOutput {
+		return pattern.PartOutput
+	}
+	return pattern.PartArgs
+}
+
+// normName returns the normalisation that produced the key, or "".
+func (l *loc) normName() string {
+	if l.norm == 0 {
+		return ""
+	}
+	return indexedNorms[l.norm-1]
+}
+
+// locLists are the arrays a place's JSON path steps through.
+type locLists struct {
 	// arrays lists the indices of path's tokens that step into arrays:
 	// the places where the value could be a list element.
 	arrays []int
 	// elems, once a value was found here (findSources), is the list and
 	// the path in its element of each of arrays.
 	elems []listPath
-	sel   *pattern.TextSel // a line or token of the (text) value at path
-	// lineSel, once a value was found here, is sel's token of each line
-	// (a listing's entry).
-	lineSel *pattern.TextSel
-	norm    string // the normalisation that produced the key
-	ntok    int32  // with a token of a line: the tokens of the line
-	next    int32  // the key's next place in evIndex.locs, or -1
 }
 
 // listPath is a value's place as an element of a list.
@@ -49,7 +83,8 @@ type evIndex struct {
 	keys  map[string]int32 // key → its entry in heads
 	heads []keyPlaces
 	locs  []loc
-	want  keySet // nil: every key
+	lists []locLists // loc.lists
+	want  keySet     // nil: every key
 }
 
 // keyPlaces are the places of one key: the first and last in
@@ -166,27 +201,32 @@ func (z *lazyLoc) get() loc {
 func indexEvent(p *pattern.Payload, want keySet) *evIndex {
 	x := &evIndex{want: want}
 	if len(p.Args) > 0 {
-		walkJSON(x, pattern.PartArgs, p.Args)
+		walkJSON(x, partArgs, p.Args)
 	}
 	if len(p.Output) > 0 {
 		if p.OutputIsJSON() {
-			walkJSON(x, pattern.PartOutput, p.Output)
+			walkJSON(x, partOutput, p.Output)
 		} else {
 			// A view, not a copy: outputs can be megabytes, and the index keeps
 			// only short keys cut from it.
-			base := lazyLoc{l: loc{part: pattern.PartOutput}, made: true}
+			base := lazyLoc{l: loc{part: partOutput}, made: true}
 			indexText(x, &base, unsafe.String(unsafe.SliceData(p.Output), len(p.Output)))
 		}
 	}
 	return x
 }
 
-func walkJSON(x *evIndex, part string, data []byte) {
+func walkJSON(x *evIndex, part uint8, data []byte) {
 	budget := maxWalkNodes
 	var toks []string
 	var arrays []int
 	here := func() loc {
-		return loc{part: part, path: rawjson.Pointer(toks), arrays: append([]int(nil), arrays...)}
+		l := loc{part: part, path: rawjson.Pointer(toks)}
+		if len(arrays) > 0 {
+			x.lists = append(x.lists, locLists{arrays: slices.Clone(arrays)})
+			l.lists = int32(len(x.lists))
+		}
+		return l
 	}
 	var walk func(v []byte, depth int)
 	walk = func(v []byte, depth int) {
@@ -201,7 +241,7 @@ func walkJSON(x *evIndex, part string, data []byte) {
 				x.addValue(v, &at)
 			}
 			rawjson.EachMember(v, func(k, val []byte) bool {
-				name, ok := rawjson.Unquote(k)
+				name, ok := unquoteView(k)
 				if !ok {
 					return true
 				}
@@ -227,7 +267,7 @@ func walkJSON(x *evIndex, part string, data []byte) {
 				walk(doc, depth+1)
 				return
 			}
-			s, ok := rawjson.Unquote(v)
+			s, ok := unquoteView(v)
 			if !ok {
 				return
 			}
@@ -241,6 +281,20 @@ func walkJSON(x *evIndex, part string, data []byte) {
 		}
 	}
 	walk(data, 0)
+}
+
+// unquoteView is rawjson.Unquote, but a string that needs no decoding is
+// a view of raw, not a copy: the index keeps no string it reads (keys and
+// paths are built anew), and most of an event's strings are read only to
+// find their keys unwanted.
+func unquoteView(raw []byte) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		body := raw[1 : len(raw)-1]
+		if bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 && rawjson.NoControl(body) && utf8.Valid(body) {
+			return unsafe.String(unsafe.SliceData(body), len(body)), true
+		}
+	}
+	return rawjson.Unquote(raw)
 }
 
 // addNorms indexes normalised forms of a string.
@@ -290,7 +344,7 @@ func addNormForms(x *evIndex, forms *[len(indexedNorms)]string, l loc) {
 	for k, n := range forms {
 		if n != "" {
 			l2 := l
-			l2.norm = indexedNorms[k]
+			l2.norm = uint8(k + 1)
 			x.addQuoted(n, l2)
 		}
 	}
@@ -431,7 +485,7 @@ func findBase(x *evIndex, prefix string, words bool) (loc, string, bool) {
 		key := append(buf[:off[i]], '"')
 		for p := x.first(key); p >= 0; p = x.locs[p].next {
 			l := &x.locs[p]
-			if l.norm != "" || (l.part != pattern.PartArgs && l.path == "") {
+			if l.norm != 0 || (l.part != partArgs && l.path == "") {
 				continue
 			}
 			if l.sel == nil {
@@ -476,19 +530,24 @@ func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, re
 		return base.l, base.sep, base.ok
 	}
 	add := func(l *loc, prefix, suffix string) {
-		c := rawCand{arg: arg, back: back, recent: recent, part: l.part, path: l.path, sel: l.sel, norm: l.norm, prefix: prefix, suffix: suffix}
+		c := rawCand{arg: arg, back: back, recent: recent, part: l.partName(), path: l.path, sel: l.sel, norm: l.normName(), prefix: prefix, suffix: suffix}
 		start := len(dst)
 		dst = append(dst, c)
 		// The value may be an element of a list: the same place in each
 		// element of an array the path steps through.
-		if len(l.arrays) > 0 && l.elems == nil {
-			toks, _ := rawjson.ParsePointer(l.path)
-			l.elems = make([]listPath, len(l.arrays))
-			for i, a := range l.arrays {
-				l.elems[i] = listPath{rawjson.Pointer(toks[:a]), rawjson.Pointer(toks[a+1:])}
+		var elems []listPath
+		if l.lists > 0 {
+			ls := &x.lists[l.lists-1]
+			if ls.elems == nil {
+				toks, _ := rawjson.ParsePointer(l.path)
+				ls.elems = make([]listPath, len(ls.arrays))
+				for i, a := range ls.arrays {
+					ls.elems[i] = listPath{rawjson.Pointer(toks[:a]), rawjson.Pointer(toks[a+1:])}
+				}
 			}
+			elems = ls.elems
 		}
-		for _, e := range l.elems {
+		for _, e := range elems {
 			c2 := c
 			c2.list, c2.path = e.list, e.path
 			dst = append(dst, c2)
@@ -518,7 +577,7 @@ func findSources(dst []rawCand, x *evIndex, arg string, v []byte, back int32, re
 		if bl, sep, ok := findBaseOnce(prefix); ok {
 			for i, end := start, len(dst); i < end; i++ {
 				c2 := dst[i]
-				c2.basePart, c2.basePath, c2.prefix = bl.part, bl.path, sep
+				c2.basePart, c2.basePath, c2.prefix = bl.partName(), bl.path, sep
 				dst = append(dst, c2)
 			}
 		}
