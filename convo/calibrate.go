@@ -23,9 +23,9 @@ type calPair struct {
 // lex may be nil.
 func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
 	var sc scratch
+	r := newReplay(lex, false)
 	for _, s := range sessions {
-		st := newState(c, maxBytes, false)
-		st.lex = lex
+		st := r.state(c, maxBytes)
 		var pending []predictionKey
 		add := func() {
 			for _, p := range st.predict(&sc, 10, true) {

@@ -157,12 +157,9 @@ func lex(s string, buf []lexTok) (*lexed, []lexTok) {
 // lexedSegment is newSegment for a text the lexicon read: the same
 // segment, with the model's vocabulary ids and shapes.
 func (st *state) lexedSegment(role uint8, text string, l *lexed) *segment {
-	seg := &segment{role: role, size: len(text), text: text}
-	if n := len(l.toks); cap(st.spare) >= n && cap(st.spare) <= 2*n {
-		seg.toks, st.spare = st.spare[:0], nil
-	} else {
-		seg.toks = make([]token, 0, n)
-	}
+	seg := st.newSeg()
+	seg.role, seg.size, seg.text = role, len(text), text
+	seg.toks = st.tokArray(len(l.toks))
 	c := st.c
 	for _, lt := range l.toks {
 		tk := token{off: lt.off, n: lt.n, bits: lt.bits, word: -1, shape: -1}

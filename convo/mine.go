@@ -147,9 +147,9 @@ var lambdaGrid = [...]float64{0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7,
 // lex may be nil.
 func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
 	var probs []float64
+	r := newReplay(lex, false)
 	for _, s := range sessions {
-		st := newState(c, maxBytes, false)
-		st.lex = lex
+		st := r.state(c, maxBytes)
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
@@ -173,9 +173,9 @@ func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
 	m.Words = vocabulary(sessions, o.MinSessions, lex)
 	c0 := compile(m)
 	tm := newTableMiner(m)
+	r := newReplay(lex, true)
 	for _, s := range sessions {
-		st := newState(c0, o.MaxBytes, true)
-		st.lex = lex
+		st := r.state(c0, o.MaxBytes)
 		tm.session = s.ID
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
@@ -367,14 +367,14 @@ func (tm *tableMiner) find(st *state, a *ArgModel, v string) {
 	if v == "" || len(v) > maxTokenLen {
 		return
 	}
-	tm.refs = append(append(tm.refs[:0], st.index[normKey(v)]...), st.index["\x00"+v]...)
+	tm.refs = st.index.appendRefs(st.index.appendRefs(tm.refs[:0], normKey(v)), "\x00"+v)
 	best, bestTfs := tm.latest(v)
 	if best.seg == nil {
 		// A date a day off, only where the date itself was not said.
 		tm.refs = tm.refs[:0]
 		for _, d := range [...]int{-1, 1} {
 			if w, ok := shiftDate(v, d); ok {
-				tm.refs = append(tm.refs, st.index[w]...)
+				tm.refs = st.index.appendRefs(tm.refs, w)
 			}
 		}
 		best, bestTfs = tm.latest(v)
@@ -517,9 +517,9 @@ const maxInstanceCands = 64
 func instances(c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) []instance {
 	var out []instance
 	var sc scratch
+	r := newReplay(lex, false)
 	for _, s := range sessions {
-		st := newState(c, maxBytes, false)
-		st.lex = lex
+		st := r.state(c, maxBytes)
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)

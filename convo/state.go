@@ -148,7 +148,7 @@ type state struct {
 	tmp      []entry
 	ranks    hset
 	// mining only: tokens by normalised text, to find values.
-	index map[string][]tokRef
+	index *mineIndex
 	// codes, when set, look shapes up by packed key (shapeOf); a
 	// Predictor shares one among its sessions.
 	codes shapeCodes
@@ -159,6 +159,9 @@ type state struct {
 	// lex, when mining, holds the messages' texts read once for all the
 	// replays (lexicon.go); nil: each message is read when heard.
 	lex *lexicon
+	// arena, when replaying for mining, gives the segments and their
+	// arrays (replay.go); nil: each is allocated.
+	arena *arena
 }
 
 type usedKey struct {
@@ -186,7 +189,7 @@ func newState(c *compiled, maxBytes int, mining bool) *state {
 		used: make(map[uint64]struct{}), usedSame: make(map[usedKey]struct{})}
 	st.seq = c.seqBy["start"]
 	if mining {
-		st.index = make(map[string][]tokRef)
+		st.index = &mineIndex{}
 	}
 	return st
 }
@@ -287,19 +290,13 @@ func (st *state) newSegment(role uint8, text string) *segment {
 	if l := st.lex.lexed(text); l != nil {
 		return st.lexedSegment(role, text, l)
 	}
-	seg := &segment{role: role, size: len(text), text: text}
+	seg := st.newSeg()
+	seg.role, seg.size, seg.text = role, len(text), text
 	// Sized by a count of the runs (a token each, at most): the shared
 	// traces' messages average six bytes a token, but a third of them
 	// have fewer, and growing the array would copy it and keep up to
 	// twice the memory in the window.
-	if n := countRuns(text); cap(st.spare) >= n && cap(st.spare) <= 2*n {
-		// A full window drops a message per message heard: its
-		// tokens' array, if about the size, saves allocating and
-		// clearing one (and the collections that follow).
-		seg.toks, st.spare = st.spare[:0], nil
-	} else {
-		seg.toks = make([]token, 0, n)
-	}
+	seg.toks = st.tokArray(countRuns(text))
 	st.tokenize(seg, 0, len(text), "")
 	st.addDates(seg)
 	st.indexAll(seg)
@@ -348,8 +345,8 @@ func (st *state) indexAll(seg *segment) {
 	if total == 0 {
 		return
 	}
-	all := make([]int32, total)
-	seg.groups = make([]group, ns)
+	all := st.int32s(total)
+	seg.groups = st.groupArray(ns)
 	var at [16]int32 // where each set's list goes on in all
 	off := int32(0)
 	for g := range ns {
@@ -452,7 +449,7 @@ func (st *state) add(seg *segment) {
 	st.segs = append(st.segs, seg)
 	st.bytes += seg.size
 	if st.index != nil {
-		st.indexSeg(seg)
+		st.index.add(seg)
 	}
 	for st.bytes > st.maxBytes || len(st.segs) > maxSegments {
 		drop := -1
@@ -485,17 +482,6 @@ func (st *state) add(seg *segment) {
 
 const maxSegments = 256
 
-func (st *state) indexSeg(seg *segment) {
-	for i := range seg.toks {
-		text := seg.str(int32(i))
-		k := normKey(text)
-		st.index[k] = append(st.index[k], tokRef{seg, int32(i)})
-		if d, ok := apply(tfDigits, text); ok {
-			st.index["\x00"+d] = append(st.index["\x00"+d], tokRef{seg, int32(i)})
-		}
-	}
-}
-
 // observe takes a call: its string argument values become candidates
 // of later arguments, and the call sequence moves on.
 func (st *state) observe(ev trace.Event) {
@@ -521,7 +507,8 @@ func (st *state) observe(ev trace.Event) {
 	st.spoke = false
 	st.fresh = false
 	st.modelCalls++
-	seg := &segment{role: roleCall, n: st.n}
+	seg := st.newSeg()
+	seg.role, seg.n = roleCall, st.n
 	st.n++
 	ca := st.lex.call(ev.Args)
 	if ca == nil {
