@@ -208,7 +208,17 @@ func vocabulary(sessions []trace.Session, min int, lex *lexicon) map[string]floa
 			df[t]++
 		}
 	}
-	for _, s := range sessions {
+	// The lexicon's words by their ids (it holds every text of the
+	// sessions: Mine reads them all): counts in arrays, a session's
+	// words marked by its number (seenIn) in place of a set cleared.
+	var wcount []float64
+	var wdf, seenIn []int32
+	if lex != nil {
+		wcount = make([]float64, len(lex.words))
+		wdf = make([]int32, len(lex.words))
+		seenIn = make([]int32, len(lex.words))
+	}
+	for si, s := range sessions {
 		clear(seen)
 		for _, msg := range s.Messages {
 			l := lex.lexed(msg.Content)
@@ -216,11 +226,13 @@ func vocabulary(sessions []trace.Session, min int, lex *lexicon) map[string]floa
 				eachToken(msg.Content, add)
 				continue
 			}
-			// The lexicon's tokens are eachToken's (its dates are
-			// added per replay, not here).
-			for _, lt := range l.toks {
-				if lt.bits == lowerBit && lt.n >= 2 && lt.n <= 24 {
-					add(msg.Content[lt.off : lt.off+uint32(lt.n)])
+			// The lexicon's words are eachToken's (its dates are added
+			// per replay, not here).
+			for _, id := range l.wids {
+				wcount[id]++
+				if seenIn[id] != int32(si)+1 {
+					seenIn[id] = int32(si) + 1
+					wdf[id]++
 				}
 			}
 		}
@@ -229,6 +241,11 @@ func vocabulary(sessions []trace.Session, min int, lex *lexicon) map[string]floa
 	for w, n := range df {
 		if n >= min {
 			words[w] = count[w]
+		}
+	}
+	for id, n := range wdf {
+		if int(n) >= min {
+			words[lex.words[id]] += wcount[id]
 		}
 	}
 	return words

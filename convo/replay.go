@@ -1,5 +1,7 @@
 package convo
 
+import "slices"
+
 // Issue 24: mining replays the sessions about six times (replay below),
 // and each replay made every message a segment of its own: the segment,
 // its tokens' array and its index by class set, three to four
@@ -25,6 +27,10 @@ type replay struct {
 	lex   *lexicon
 	arena arena
 	index *mineIndex // nil: not a mining replay
+	// words are the vocabulary ids of lex.words in the model of the
+	// states made last (wordsOf), -1 for those it does not know.
+	words   []int32
+	wordsOf *compiled
 }
 
 // newReplay returns a replay reading lex (may be nil); mining: the states
@@ -42,6 +48,16 @@ func newReplay(lex *lexicon, mining bool) *replay {
 func (r *replay) state(c *compiled, maxBytes int) *state {
 	st := newState(c, maxBytes, false)
 	st.lex = r.lex
+	if r.lex != nil {
+		if r.wordsOf != c {
+			r.words = slices.Grow(r.words[:0], len(r.lex.words))[:len(r.lex.words)]
+			for i, w := range r.lex.words {
+				r.words[i] = c.wordID(w, hashString(w))
+			}
+			r.wordsOf = c
+		}
+		st.words = r.words
+	}
 	r.arena.reset()
 	st.arena = &r.arena
 	if r.index != nil {

@@ -162,6 +162,9 @@ type state struct {
 	// arena, when replaying for mining, gives the segments and their
 	// arrays (replay.go); nil: each is allocated.
 	arena *arena
+	// words, with lex, are the vocabulary ids of the lexicon's words
+	// (replay.words); nil: looked up by text.
+	words []int32
 }
 
 type usedKey struct {
@@ -200,7 +203,14 @@ func normKey(t string) string {
 }
 
 func (st *state) hear(msg trace.Event) {
-	seg := st.newSegment(roleOf(msg.Role), msg.Content)
+	role := roleOf(msg.Role)
+	var seg *segment
+	l := st.lex.lexed(msg.Content)
+	if l != nil {
+		seg = st.lexedSegment(role, msg.Content, l)
+	} else {
+		seg = st.newSegment(role, msg.Content)
+	}
 	seg.n = st.n
 	st.n++
 	if seg.role == roleUser {
@@ -217,14 +227,17 @@ func (st *state) hear(msg trace.Event) {
 		st.userSeg = seg
 	}
 	if seg.role == roleAssistant {
-		st.hearModel(seg)
+		if l != nil && l.model && st.words != nil {
+			st.hearModelWords(l.mwords)
+		} else {
+			st.hearModel(seg)
+		}
 	}
 	st.add(seg)
 }
 
 // hearModel makes the words of the model's message seg its latest.
 func (st *state) hearModel(seg *segment) {
-	c := st.c
 	st.modelWords = st.modelWords[:0]
 	for _, tk := range seg.toks {
 		if tk.word >= 0 {
@@ -233,6 +246,27 @@ func (st *state) hearModel(seg *segment) {
 	}
 	slices.Sort(st.modelWords)
 	st.modelWords = slices.Compact(st.modelWords)
+	st.heardModel()
+}
+
+// hearModelWords is hearModel for a message the lexicon read: its words
+// of tool choice by the lexicon's ids, sorted, distinct (lexed.mwords),
+// which the vocabulary's ids keep in order (both number words in sorted
+// order).
+func (st *state) hearModelWords(ids []int32) {
+	st.modelWords = st.modelWords[:0]
+	for _, id := range ids {
+		if w := st.words[id]; w >= 0 {
+			st.modelWords = append(st.modelWords, w)
+		}
+	}
+	st.heardModel()
+}
+
+// heardModel sums the model's latest words (sorted, distinct) by tool,
+// up to maxToolWords of them.
+func (st *state) heardModel() {
+	c := st.c
 	if len(st.modelWords) > maxToolWords {
 		st.modelWords = st.modelWords[:maxToolWords]
 	}

@@ -143,11 +143,12 @@ func TestTokenizeSame(t *testing.T) {
 	st, ref := newState(c, DefaultMaxBytes, false), newState(c, DefaultMaxBytes, false)
 	// Mining's replays read the texts from a lexicon (lexicon.go): the
 	// same segments.
-	lexSt := newState(c, DefaultMaxBytes, false)
-	lexSt.lex = &lexicon{msgs: make(map[string]*lexed)}
+	lp := newLexPart()
 	for _, text := range texts {
-		lexSt.lex.msgs[text], _ = lex(text, nil)
+		lp.add(text, true)
 	}
+	lp.renumber(lp.lx.numberWords([]*lexPart{lp}))
+	lexSt := newReplay(lp.lx, false).state(c, DefaultMaxBytes)
 	for i, text := range texts {
 		for _, role := range []uint8{roleUser, roleAssistant} {
 			got := st.newSegment(role, text)
@@ -168,6 +169,12 @@ func TestTokenizeSame(t *testing.T) {
 			}
 			if d := sameSegment(lexGot, want); d != "" {
 				t.Fatalf("text %d (%.60q), from the lexicon: %s", i, text, d)
+			}
+			// The model's words, by the lexicon's ids, are the segment's.
+			st.hearModel(got)
+			lexSt.hearModelWords(lexSt.lex.lexed(text).mwords)
+			if !slices.Equal(st.modelWords, lexSt.modelWords) || !slices.Equal(st.msum, lexSt.msum) {
+				t.Fatalf("text %d (%.60q): the model's words from the lexicon %v, want %v", i, text, lexSt.modelWords, st.modelWords)
 			}
 		}
 	}
