@@ -14,6 +14,29 @@ type callArgs struct {
 	// text is the call's segment's text: each value written (callArg.val)
 	// and a line break.
 	text string
+	// mined, when the lexicon read the call, is what mining's replays
+	// read of it (tableMiner.call, instances); nil: they read the JSON.
+	mined *minedArgs
+}
+
+// minedArgs is what mining reads of a call's arguments, by argument as
+// callArgs.args.
+type minedArgs struct {
+	vals []minedArg
+	keys string // the names, sorted, joined by 0 bytes (a key set)
+	// same: two scalar values are equal; sameOK: there are two
+	// (sameValues).
+	same, sameOK bool
+}
+
+// minedArg is an argument's value as mining reads it (argvalues.go).
+type minedArg struct {
+	canon    string // canonValue, if canonOK
+	canonOK  bool
+	v, kind  string // scalar, v if scalarOK
+	scalarOK bool
+	h        uint64 // valueHash, if hOK
+	hOK      bool
 }
 
 type callArg struct {
@@ -23,13 +46,19 @@ type callArg struct {
 	val    string // the value written in the call's segment, or ""
 }
 
-// parseCall reads a call's arguments for observe.
-func parseCall(raw json.RawMessage) *callArgs {
+// parseCall reads a call's arguments for observe; mined: for mining too
+// (callArgs.mined).
+func parseCall(raw json.RawMessage, mined bool) *callArgs {
 	ca := &callArgs{}
 	var args map[string]json.RawMessage
 	if json.Unmarshal(raw, &args) != nil {
 		return ca
 	}
+	defer func() {
+		if mined {
+			ca.mined = mineArgs(ca, args)
+		}
+	}()
 	ca.ok = true
 	ca.args = make([]callArg, 0, len(args))
 	for k := range args {
@@ -62,4 +91,22 @@ func parseCall(raw json.RawMessage) *callArgs {
 	}
 	ca.text = text.String()
 	return ca
+}
+
+// mineArgs reads a call's arguments, parsed in ca and args, as mining
+// does.
+func mineArgs(ca *callArgs, args map[string]json.RawMessage) *minedArgs {
+	ma := &minedArgs{vals: make([]minedArg, len(ca.args))}
+	keys := make([]string, len(ca.args))
+	for i, a := range ca.args {
+		keys[i] = a.name
+		raw := args[a.name]
+		m := &ma.vals[i]
+		m.canon, m.canonOK = canonValue(raw)
+		m.v, m.kind, m.scalarOK = scalar(raw)
+		m.h, m.hOK = valueHash(raw)
+	}
+	ma.keys = strings.Join(keys, "\x00")
+	_, ma.same, ma.sameOK = sameValues(nil, args, keys)
+	return ma
 }

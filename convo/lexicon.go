@@ -96,7 +96,7 @@ func newLexicon(sessions []trace.Session) *lexicon {
 				}
 				for _, ev := range s.Events {
 					if _, ok := lp.lx.calls[string(ev.Args)]; !ok {
-						lp.lx.calls[string(ev.Args)] = parseCall(ev.Args)
+						lp.lx.calls[string(ev.Args)] = parseCall(ev.Args, true)
 					}
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -260,7 +259,7 @@ type tableMiner struct {
 	consts  map[string]map[string]*constStat // tool\x00arg -> value
 	refs    []tokRef
 	tfs     []string
-	hashes  []uint64
+	set     []int32
 	// samples are tool choice's training calls, wordSets the sets of
 	// words they heard.
 	samples  []choiceSample
@@ -309,10 +308,11 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 	set := st.toolWords
 	if st.modelHeard() {
 		nw := int32(len(st.c.words))
-		set = slices.Clone(st.toolWords)
+		set = append(tm.set[:0], st.toolWords...)
 		for _, w := range st.modelWords {
 			set = append(set, nw+w)
 		}
+		tm.set = set // scratch: kept below only if new
 	}
 	if n := len(tm.wordSets); n == 0 || !slices.Equal(tm.wordSets[n-1], set) {
 		tm.wordSets = append(tm.wordSets, slices.Clone(set))
@@ -323,18 +323,25 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 		t.Words[st.c.word(id)]++
 		t.WordTotal++
 	}
-	var args map[string]json.RawMessage
-	if json.Unmarshal(ev.Args, &args) != nil {
+	// The arguments as the lexicon read them, once for every replay.
+	ca := st.lex.call(ev.Args)
+	if ca == nil || ca.mined == nil {
+		ca = parseCall(ev.Args, true)
+	}
+	if !ca.ok {
 		return
 	}
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
+	ma := ca.mined
+	tm.keySets[ev.Tool][ma.keys]++
+	switch {
+	case !ma.sameOK:
+	case ma.same:
+		t.SameCalls++
+	default:
+		t.DistinctCalls++
 	}
-	slices.Sort(keys)
-	tm.keySets[ev.Tool][strings.Join(keys, "\x00")]++
-	tm.countSame(t, args, keys)
-	for _, k := range keys {
+	for i := range ca.args {
+		k, mv := ca.args[i].name, &ma.vals[i]
 		a := tm.args[ev.Tool][k]
 		if a == nil {
 			a = &ArgModel{Name: k, Kinds: make(map[string]float64), Shapes: make(map[string]float64), Classes: make(map[string]float64),
@@ -342,39 +349,22 @@ func (tm *tableMiner) call(st *state, ev trace.Event) {
 			tm.args[ev.Tool][k] = a
 		}
 		a.Count++
-		raw := args[k]
-		cv, ok := canonValue(raw)
-		if ok {
+		if mv.canonOK {
 			ck := ev.Tool + "\x00" + k
 			if tm.consts[ck] == nil {
 				tm.consts[ck] = make(map[string]*constStat)
 			}
-			cs := tm.consts[ck][cv]
+			cs := tm.consts[ck][mv.canon]
 			if cs == nil {
 				cs = &constStat{}
-				tm.consts[ck][cv] = cs
+				tm.consts[ck][mv.canon] = cs
 			}
 			cs.add(tm.session)
 		}
-		v, kind, ok := scalar(raw)
-		a.Kinds[kind]++
-		if ok {
-			tm.find(st, a, v)
+		a.Kinds[mv.kind]++
+		if mv.scalarOK {
+			tm.find(st, a, mv.v)
 		}
-	}
-}
-
-// countSame counts whether two of a call's scalar argument values (as
-// candidates hash them) were equal.
-func (tm *tableMiner) countSame(t *ToolModel, args map[string]json.RawMessage, keys []string) {
-	var same, ok bool
-	tm.hashes, same, ok = sameValues(tm.hashes, args, keys)
-	switch {
-	case !ok:
-	case same:
-		t.SameCalls++
-	default:
-		t.DistinctCalls++
 	}
 }
 
@@ -543,15 +533,20 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon
 				continue
 			}
 			ti, ok := c.byName[ev.Tool]
-			var args map[string]json.RawMessage
-			if ok && json.Unmarshal(ev.Args, &args) == nil {
+			var ca *callArgs
+			if ok {
+				// The arguments as the lexicon read them.
+				if ca = st.lex.call(ev.Args); ca == nil || ca.mined == nil {
+					ca = parseCall(ev.Args, true)
+				}
+			}
+			if ok && ca.ok {
 				t := c.tools[ti]
-				// In a fixed order: the instances' order is the order of
-				// the gradient's float sums, and the model must come out
-				// byte-identical run to run.
-				for _, k := range slices.Sorted(maps.Keys(args)) {
-					raw := args[k]
-					a := t.args[k]
+				// In a fixed order (by name): the instances' order is the
+				// order of the gradient's float sums, and the model must
+				// come out byte-identical run to run.
+				for i := range ca.args {
+					a := t.args[ca.args[i].name]
 					if a == nil {
 						continue
 					}
@@ -559,7 +554,7 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon
 					if len(cs) == 0 {
 						continue
 					}
-					want, wok := valueHash(raw)
+					want, wok := ca.mined.vals[i].h, ca.mined.vals[i].hOK
 					slices.SortStableFunc(cs, func(x, y scored) int { return cmp.Compare(y.score, x.score) })
 					in := instance{label: -1}
 					for i := range cs {

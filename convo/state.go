@@ -546,7 +546,7 @@ func (st *state) observe(ev trace.Event) {
 	st.n++
 	ca := st.lex.call(ev.Args)
 	if ca == nil {
-		ca = parseCall(ev.Args)
+		ca = parseCall(ev.Args, false)
 	}
 	if !ca.ok {
 		return
