@@ -24,8 +24,21 @@ type calPair struct {
 func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
 	var sc scratch
 	r := newReplay(lex, false)
+	// A session's predictions repeat from message to message: each
+	// distinct one's key is made once (bound: a session's distinct
+	// predictions, the map cleared per session).
+	keys := make(map[[2]string]string)
+	key := func(tool, args string) string {
+		k, ok := keys[[2]string{tool, args}]
+		if !ok {
+			k = valueKey(tool, json.RawMessage(args))
+			keys[[2]string{tool, args}] = k
+		}
+		return k
+	}
 	for _, s := range sessions {
-		st := r.state(c, maxBytes)
+		st := r.state(c, maxBytes, s)
+		clear(keys)
 		var pending []predictionKey
 		add := func() {
 			for _, p := range st.predict(&sc, 10, true) {
@@ -42,7 +55,7 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 			if len(pending) > 0 {
 				want := comingKeys(s, ev)
 				for _, p := range pending {
-					k := valueKey(p.tool, json.RawMessage(p.args))
+					k := key(p.tool, p.args)
 					pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, slices.Contains(want, k)})
 				}
 			}

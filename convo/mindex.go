@@ -1,6 +1,10 @@
 package convo
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+
+	"github.com/ahead-dev/ahead/trace"
+)
 
 // Issue 24: the mining replay looked values up in a map from each token's
 // normalised text to its mentions (map[string][]tokRef): a string, a map
@@ -13,11 +17,14 @@ import "hash/maphash"
 // to what the session put in them). A look-up checks each mention's key
 // against the one asked for, so that a collision of hashes changes
 // nothing: the mentions found are the map's, in another order (find takes
-// the most recent, which no order changes).
+// the most recent, which no order changes). And it indexes only the keys
+// that the session's calls may look up (wantSession): a tenth of its
+// tokens.
 //
 // Bound: 12 bytes per token of the session being replayed (two mentions
 // for a token with a number inside) plus 12 bytes per table slot (at most
-// 4 per distinct key) and a pointer per segment; the largest session's
+// 4 per distinct key) and a pointer per segment, and 12 bytes per slot of
+// the wanted keys (at most 8 per scalar argument value of its calls); the largest session's
 // are kept for the next, one mineIndex per replay running (three when
 // Mine fits the halves beside the whole).
 
@@ -25,6 +32,9 @@ import "hash/maphash"
 // and by the number inside (tfDigits) under that number's text after a
 // 0 byte.
 type mineIndex struct {
+	// want holds the hashes of the keys find may look up in this
+	// session (wantSession): the tokens of other keys are not indexed.
+	want  hset
 	keys  []uint64
 	heads []int32 // first mention of the slot's key, or -1 (empty slot)
 	used  []int32 // slots in use
@@ -37,6 +47,57 @@ type mineIndex struct {
 type mention struct {
 	seg, i int32
 	next   int32 // the next mention of the chain, or -1
+}
+
+// wantSession makes the index keep the tokens of the keys that find
+// looks up for the calls of session s: each scalar argument value's
+// normKey, its text after a 0 byte (the number inside a token), and the
+// dates a day before and after it. lex may be nil.
+func (ix *mineIndex) wantSession(s trace.Session, lex *lexicon) {
+	var vals []string
+	for _, ev := range s.Events {
+		ca := lex.call(ev.Args)
+		if ca == nil || ca.mined == nil {
+			ca = parseCall(ev.Args, true)
+		}
+		if !ca.ok {
+			continue
+		}
+		for i := range ca.mined.vals {
+			if mv := &ca.mined.vals[i]; mv.scalarOK && mv.v != "" && len(mv.v) <= maxTokenLen {
+				vals = append(vals, mv.v)
+			}
+		}
+	}
+	ix.want.reset(4 * len(vals))
+	for _, v := range vals {
+		ix.wantKey(normKey(v))
+		ix.wantKey("\x00" + v)
+		for _, d := range [...]int{-1, 1} {
+			if w, ok := shiftDate(v, d); ok {
+				ix.wantKey(w)
+			}
+		}
+	}
+}
+
+func (ix *mineIndex) wantKey(k string) {
+	if p, ok := ix.want.slot(maphash.String(seed, k)); !ok {
+		*p = 0
+	}
+}
+
+// has reports whether h is in s.
+func (s *hset) has(h uint64) bool {
+	mask := uint64(len(s.keys) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if s.vals[i] < 0 {
+			return false
+		}
+		if s.keys[i] == h {
+			return true
+		}
+	}
 }
 
 // reset empties the index for the next session.
@@ -54,13 +115,20 @@ func (ix *mineIndex) reset() {
 func (ix *mineIndex) add(seg *segment) {
 	si := int32(len(ix.segs))
 	ix.segs = append(ix.segs, seg)
+	if len(ix.want.used) == 0 {
+		return
+	}
 	for i := range seg.toks {
 		text := seg.str(int32(i))
 		ix.buf = appendNormKey(ix.buf[:0], text)
-		ix.insert(maphash.Bytes(seed, ix.buf), si, int32(i))
+		if h := maphash.Bytes(seed, ix.buf); ix.want.has(h) {
+			ix.insert(h, si, int32(i))
+		}
 		if d, ok := apply(tfDigits, text); ok {
 			ix.buf = append(append(ix.buf[:0], 0), d...)
-			ix.insert(maphash.Bytes(seed, ix.buf), si, int32(i))
+			if h := maphash.Bytes(seed, ix.buf); ix.want.has(h) {
+				ix.insert(h, si, int32(i))
+			}
 		}
 	}
 }

@@ -148,17 +148,14 @@ func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Sess
 	var probs []float64
 	r := newReplay(lex, false)
 	for _, s := range sessions {
-		st := r.state(c, maxBytes)
+		st := r.state(c, maxBytes, s)
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)
 				continue
 			}
 			if ti, ok := c.byName[ev.Tool]; ok {
-				for g, l := range lambdaGrid {
-					probs = st.toolProbsAt(probs, l)
-					ll[g] += math.Log(max(probs[ti], 1e-9))
-				}
+				probs = st.addToolLogLik(ll, ti, probs)
 			}
 			st.observe(ev)
 		}
@@ -174,7 +171,7 @@ func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
 	tm := newTableMiner(m)
 	r := newReplay(lex, true)
 	for _, s := range sessions {
-		st := r.state(c0, o.MaxBytes)
+		st := r.state(c0, o.MaxBytes, s)
 		tm.session = s.ID
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
@@ -526,7 +523,7 @@ func instances(c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon
 	var sc scratch
 	r := newReplay(lex, false)
 	for _, s := range sessions {
-		st := r.state(c, maxBytes)
+		st := r.state(c, maxBytes, s)
 		for ev := range trace.Known(s) {
 			if ev.IsMessage() {
 				st.hear(ev)

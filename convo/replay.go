@@ -1,6 +1,11 @@
 package convo
 
-import "slices"
+import (
+	"math"
+	"slices"
+
+	"github.com/ahead-dev/ahead/trace"
+)
 
 // Issue 24: mining replays the sessions about six times (replay below),
 // and each replay made every message a segment of its own: the segment,
@@ -28,9 +33,11 @@ type replay struct {
 	arena arena
 	index *mineIndex // nil: not a mining replay
 	// words are the vocabulary ids of lex.words in the model of the
-	// states made last (wordsOf), -1 for those it does not know.
+	// states made last (modelOf), -1 for those it does not know; codes
+	// are its shapes by packed key, as a Predictor's.
 	words   []int32
-	wordsOf *compiled
+	codes   shapeCodes
+	modelOf *compiled
 }
 
 // newReplay returns a replay reading lex (may be nil); mining: the states
@@ -43,25 +50,30 @@ func newReplay(lex *lexicon, mining bool) *replay {
 	return r
 }
 
-// state returns a new session's state: the previous session's state and
-// its segments must no longer be read.
-func (r *replay) state(c *compiled, maxBytes int) *state {
+// state returns the state of a new session s: the previous session's
+// state and its segments must no longer be read.
+func (r *replay) state(c *compiled, maxBytes int, s trace.Session) *state {
 	st := newState(c, maxBytes, false)
 	st.lex = r.lex
-	if r.lex != nil {
-		if r.wordsOf != c {
+	if r.modelOf != c {
+		r.modelOf = c
+		r.codes = newShapeCodes(c.shapeID)
+		if r.lex != nil {
 			r.words = slices.Grow(r.words[:0], len(r.lex.words))[:len(r.lex.words)]
 			for i, w := range r.lex.words {
 				r.words[i] = c.wordID(w, hashString(w))
 			}
-			r.wordsOf = c
 		}
+	}
+	st.codes = r.codes
+	if r.lex != nil {
 		st.words = r.words
 	}
 	r.arena.reset()
 	st.arena = &r.arena
 	if r.index != nil {
 		r.index.reset()
+		r.index.wantSession(s, r.lex)
 		st.index = r.index
 	}
 	return st
@@ -136,4 +148,56 @@ func (st *state) groupArray(n int) []group {
 		return make([]group, n)
 	}
 	return take(&st.arena.groups, n, 1024)[:n]
+}
+
+// addToolLogLik adds to ll, for each weight of lambdaGrid, the log of the
+// probability toolProbsAt gives tool ti: the same arithmetic, with the
+// call sequence's log probabilities (which no weight changes) taken once
+// for all the weights. buf is scratch space, returned for the next call.
+func (st *state) addToolLogLik(ll *[len(lambdaGrid)]float64, ti int, buf []float64) []float64 {
+	c := st.c
+	n := len(c.tools)
+	buf = slices.Grow(buf[:0], 2*n)[:2*n]
+	base, dst := buf[:n], buf[n:]
+	flag := 0
+	if st.spoke {
+		flag = 1
+	}
+	var ctx *seqDist
+	if st.seq != nil && st.seq[flag].c != nil {
+		ctx = &st.seq[flag]
+	}
+	fl := &c.seqFlag[flag]
+	all := &c.seqAll
+	for i := range c.tools {
+		pAll := (all.c[i] + 0.5) / (all.n + 0.5*float64(n))
+		pFlag := (fl.c[i] + 2*pAll) / (fl.n + 2)
+		pCtx := pFlag
+		if ctx != nil {
+			pCtx = (ctx.c[i] + 2*pFlag) / (ctx.n + 2)
+		}
+		base[i] = math.Log(pCtx)
+	}
+	model := st.modelHeard()
+	for g, lambda := range lambdaGrid {
+		best := math.Inf(-1)
+		for i := range base {
+			s := base[i]
+			if lambda > 0 && st.wsum != nil {
+				s += lambda * st.wsum[i]
+			}
+			if lambda > 0 && model {
+				s += lambda * st.msum[i]
+			}
+			dst[i] = s
+			best = max(best, s)
+		}
+		var z float64
+		for i := range dst {
+			dst[i] = math.Exp(dst[i] - best)
+			z += dst[i]
+		}
+		ll[g] += math.Log(max(dst[ti]/z, 1e-9))
+	}
+	return buf
 }

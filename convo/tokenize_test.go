@@ -148,7 +148,7 @@ func TestTokenizeSame(t *testing.T) {
 		lp.add(text, true)
 	}
 	lp.renumber(lp.lx.numberWords([]*lexPart{lp}))
-	lexSt := newReplay(lp.lx, false).state(c, DefaultMaxBytes)
+	lexSt := newReplay(lp.lx, false).state(c, DefaultMaxBytes, trace.Session{})
 	for i, text := range texts {
 		for _, role := range []uint8{roleUser, roleAssistant} {
 			got := st.newSegment(role, text)
