@@ -53,7 +53,7 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 				continue
 			}
 			if len(pending) > 0 {
-				want := comingKeys(s, ev)
+				want := comingKeys(s, ev, key)
 				for _, p := range pending {
 					k := key(p.tool, p.args)
 					pairs[p.stratum] = append(pairs[p.stratum], calPair{p.raw, slices.Contains(want, k)})
@@ -70,14 +70,18 @@ func appendPairs(pairs *[nStrata][]calPair, c *compiled, sessions []trace.Sessio
 // ev may serve: ev and the calls of its step after it (a speculative
 // result serves any call of the step, as the engine uses it; the calls
 // of the step already made are served and no longer count).
-func comingKeys(s trace.Session, ev trace.Event) []string {
-	keys := []string{valueKey(ev.Tool, ev.Args)}
+// key makes a call's key (valueKey); nil: valueKey.
+func comingKeys(s trace.Session, ev trace.Event, key func(tool, args string) string) []string {
+	if key == nil {
+		key = func(tool, args string) string { return valueKey(tool, json.RawMessage(args)) }
+	}
+	keys := []string{key(ev.Tool, string(ev.Args))}
 	if ev.Step <= 0 {
 		return keys
 	}
 	for _, o := range s.Events {
 		if o.Step == ev.Step && o.Seq > ev.Seq && o.IsCall() {
-			keys = append(keys, valueKey(o.Tool, o.Args))
+			keys = append(keys, key(o.Tool, string(o.Args)))
 		}
 	}
 	return keys

@@ -408,7 +408,7 @@ func TestComingKeys(t *testing.T) {
 		{3, []string{"d"}},
 	} {
 		var got []string
-		for _, k := range comingKeys(s, s.Events[tc.seq]) {
+		for _, k := range comingKeys(s, s.Events[tc.seq], nil) {
 			tool, _, _ := strings.Cut(k, "\x00")
 			got = append(got, tool)
 		}

@@ -124,6 +124,9 @@ func (ix *mineIndex) add(seg *segment) {
 		if h := maphash.Bytes(seed, ix.buf); ix.want.has(h) {
 			ix.insert(h, si, int32(i))
 		}
+		if seg.toks[i].bits&digitBit == 0 {
+			continue // no number inside
+		}
 		if d, ok := apply(tfDigits, text); ok {
 			ix.buf = append(append(ix.buf[:0], 0), d...)
 			if h := maphash.Bytes(seed, ix.buf); ix.want.has(h) {
@@ -203,6 +206,9 @@ func (ix *mineIndex) keyed(text, key string) bool {
 	d, ok := apply(tfDigits, text)
 	return ok && len(key) == len(d)+1 && key[0] == 0 && key[1:] == d
 }
+
+// digitBit is the class bit of a digit.
+var digitBit = classBitTable['0']
 
 // appendNormKey appends normKey(t) to dst, without a string for the
 // ASCII tokens that nearly all are.
