@@ -9,12 +9,13 @@ import (
 	"github.com/ahead-dev/ahead/trace"
 )
 
-// sharedTraces returns the shared trace files (AHEAD_TRACES, or the team's
-// checkout), or nil when they are absent (outside CI).
+// sharedTraces returns the shared trace files (AHEAD_TRACES, or where the
+// team's machines and CI keep them, as convo's and cmd/ahead's tests read
+// them), or nil when they are absent (outside CI).
 func sharedTraces(t testing.TB) []string {
 	dir := os.Getenv("AHEAD_TRACES")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "traces")
+		dir = "/work/shared/traces"
 	}
 	files := []string{filepath.Join(dir, "tau2-airline-retail-train.jsonl.gz"), filepath.Join(dir, "minisweagent-train.jsonl.gz")}
 	for _, f := range files {
