@@ -132,3 +132,31 @@ func BenchmarkMineShared(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
 }
+
+// BenchmarkToolWordWeights: tool choice's regression on the tables of
+// both shared -conv files (the full fit of BenchmarkMineShared), with its
+// passes shared (fast) and one sum per set, one softmax per call (ref),
+// side by side.
+func BenchmarkToolWordWeights(b *testing.B) {
+	var sessions []trace.Session
+	for _, name := range []string{"tau2-airline-retail-train-conv", "minisweagent-train-conv"} {
+		ss, err := trace.Collect(trace.NewReader(nil).Events(sharedDir + name + ".jsonl.gz"))
+		if err != nil {
+			b.Skipf("shared traces not here: %v", err)
+		}
+		sessions = append(sessions, ss...)
+	}
+	o := (&MineOptions{}).withDefaults()
+	m, tm := fitTables(sessions, &o, newLexicon(sessions))
+	c := compile(m)
+	b.Run("fast", func(b *testing.B) {
+		for b.Loop() {
+			toolWordWeights(c, tm.wordSets, tm.samples)
+		}
+	})
+	b.Run("ref", func(b *testing.B) {
+		for b.Loop() {
+			toolWordWeightsRef(c, tm.wordSets, tm.samples)
+		}
+	})
+}

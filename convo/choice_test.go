@@ -3,6 +3,7 @@ package convo
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/ahead-dev/ahead/trace"
@@ -75,4 +76,158 @@ func TestToolWordsBeyondContext(t *testing.T) {
 			t.Errorf("after %q the likeliest tool is %s (P %.3f), want %s", w, got, probs[best], want)
 		}
 	}
+}
+
+// TestFitToolWordsSame: the regression's shared passes (choiceFit) give
+// the weights of one sum per word set, one gradient per word and one
+// softmax per call, bit for bit, on the testdata and on the shared tau2
+// traces (a real vocabulary, 26 tools, turns of several calls).
+func TestFitToolWordsSame(t *testing.T) {
+	check := func(t *testing.T, sessions []trace.Session) {
+		o := (&MineOptions{}).withDefaults()
+		m, tm := fitTables(sessions, &o, newLexicon(sessions))
+		c := compile(m)
+		if len(c.tools) < 2 || len(tm.samples) == 0 {
+			t.Fatalf("%d tools, %d samples: nothing fitted", len(c.tools), len(tm.samples))
+		}
+		got := toolWordWeights(c, tm.wordSets, tm.samples)
+		want := toolWordWeightsRef(c, tm.wordSets, tm.samples)
+		if len(got) != len(want) {
+			t.Fatalf("%d weights, want %d", len(got), len(want))
+		}
+		nonzero := 0
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("weight %d (word %d, tool %d) = %v, want %v", i, i/len(c.tools), i%len(c.tools), got[i], want[i])
+			}
+			if got[i] != 0 {
+				nonzero++
+			}
+		}
+		if nonzero == 0 {
+			t.Fatal("every weight is 0")
+		}
+	}
+	t.Run("testdata", func(t *testing.T) { check(t, readTestdata(t)) })
+	t.Run("tau2", func(t *testing.T) {
+		sessions, err := trace.Collect(trace.NewReader(nil).Events(sharedDir + "tau2-airline-retail-train-conv.jsonl.gz"))
+		if err != nil {
+			t.Skipf("shared traces not here: %v", err)
+		}
+		check(t, sessions)
+	})
+}
+
+// toolWordWeightsRef is toolWordWeights as it was before its passes were
+// shared (choiceFit): one sum per word set, one gradient per word, one
+// softmax per call. TestFitToolWordsSame holds the fast one to it, bit
+// for bit.
+func toolWordWeightsRef(c *compiled, sets [][]int32, samples []choiceSample) []float64 {
+	nt, nv := len(c.tools), len(c.words)
+	// Features: the user's words, then the model's (ids nv and up).
+	nw := 2 * nv
+	type row struct {
+		off []float64
+		set int
+		y   int
+	}
+	rows := make([]row, 0, len(samples))
+	used := make([]bool, nw)
+	usedSet := make([]bool, len(sets))
+	var probs []float64
+	for _, s := range samples {
+		y, ok := c.byName[s.tool]
+		if !ok {
+			continue
+		}
+		st := &state{c: c, seq: c.seqBy[s.prev], spoke: s.spoke}
+		probs = st.toolProbsAt(probs, 0)
+		if probs[y] >= certain {
+			// The context alone says the tool: the call teaches the
+			// words next to nothing (a coding agent's shell after its
+			// shell), and skipping it keeps mining fast.
+			continue
+		}
+		usedSet[s.words] = true
+		off := make([]float64, nt)
+		for i, p := range probs {
+			off[i] = math.Log(max(p, 1e-12))
+		}
+		for _, w := range sets[s.words] {
+			used[w] = true
+		}
+		rows = append(rows, row{off, s.words, y})
+	}
+	// The used sets, and for each word the used sets it is in, in
+	// order: the gradient of a word's row is the sum of its sets' rows,
+	// added in set order as a loop over the sets would (the same
+	// floating-point sums, so the same weights, bit for bit), but row by
+	// row, where the rows stay in cache.
+	var active []int32
+	bySet := make([][]int32, nw)
+	for si, set := range sets {
+		if !usedSet[si] {
+			continue
+		}
+		active = append(active, int32(si))
+		for _, w := range set {
+			bySet[w] = append(bySet[w], int32(si))
+		}
+	}
+	W := make([]float64, nw*nt) // by word, then tool
+	g := make([]float64, nw*nt)
+	m1 := make([]float64, nw*nt)
+	m2 := make([]float64, nw*nt)
+	// The words' sums and gradients by word set: the calls of a turn
+	// share one, so each set's words are read once per pass, not once
+	// per call.
+	ws := make([]float64, len(sets)*nt)
+	gs := make([]float64, len(sets)*nt)
+	z := make([]float64, nt)
+	const b1, b2, eps = 0.9, 0.999, 1e-8
+	for it := 1; it <= choiceIters; it++ {
+		clear(ws)
+		for _, si := range active {
+			sumRows(ws[int(si)*nt:int(si)*nt+nt], W, sets[si], nt)
+		}
+		clear(gs)
+		for _, r := range rows {
+			sum := ws[r.set*nt : r.set*nt+nt]
+			best := math.Inf(-1)
+			for i := range z {
+				z[i] = r.off[i] + sum[i]
+				best = max(best, z[i])
+			}
+			var tot float64
+			for i := range z {
+				z[i] = math.Exp(z[i] - best)
+				tot += z[i]
+			}
+			gr := gs[r.set*nt : r.set*nt+nt]
+			for i := range z {
+				gr[i] += z[i] / tot
+			}
+			gr[r.y]--
+		}
+		clear(g)
+		for w, list := range bySet {
+			if len(list) > 0 {
+				sumRows(g[w*nt:w*nt+nt], gs, list, nt)
+			}
+		}
+		c1 := 1 - math.Pow(b1, float64(it))
+		c2 := 1 - math.Pow(b2, float64(it))
+		for w := range nw {
+			if !used[w] {
+				continue
+			}
+			for i := w * nt; i < w*nt+nt; i++ {
+				gi := g[i] + choiceL2*W[i]
+				m1[i] = b1*m1[i] + (1-b1)*gi
+				m2[i] = b2*m2[i] + (1-b2)*gi*gi
+				W[i] -= choiceRate * (m1[i] / c1) / (math.Sqrt(m2[i]/c2) + eps)
+			}
+		}
+	}
+	return W
 }

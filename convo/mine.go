@@ -165,6 +165,15 @@ func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Sess
 // fit learns the tables and the weights of a model from sessions; lex
 // may be nil.
 func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
+	m, tm := fitTables(sessions, o, lex)
+	fitToolWords(m, compile(m), tm.wordSets, tm.samples)
+	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes, lex))
+	return m
+}
+
+// fitTables counts the tables of a model from sessions and keeps tool
+// choice's samples in the returned miner.
+func fitTables(sessions []trace.Session, o *MineOptions, lex *lexicon) (*Model, *tableMiner) {
 	m := &Model{Version: ModelVersion, MinSessions: o.MinSessions, Lambda: o.Lambda, Seq: make(map[string]map[string]float64)}
 	m.Words = vocabulary(sessions, o.MinSessions, lex)
 	c0 := compile(m)
@@ -183,9 +192,7 @@ func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
 		}
 	}
 	tm.finish(o.MinSessions)
-	fitToolWords(m, compile(m), tm.wordSets, tm.samples)
-	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes, lex))
-	return m
+	return m, tm
 }
 
 // vocabulary returns the lower-case words of the sessions' messages seen
