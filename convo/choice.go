@@ -85,7 +85,7 @@ func setToolWords(m *Model, c *compiled, W []float64) {
 // order) and the words in them, and what of each pass can be done once
 // for several of them with the same floating-point operations, so that
 // the weights are those of one sum per set and one softmax per call, bit
-// for bit (TestFitToolWordsSame):
+// for bit (TestFitsSame):
 //   - the calls of a turn hear the same user's words (ids below nv, in
 //     the order heard) and differ in the model's (nv and up): a set's sum
 //     starts from its user part's, summed once per run of sets;

@@ -78,49 +78,9 @@ func TestToolWordsBeyondContext(t *testing.T) {
 	}
 }
 
-// TestFitToolWordsSame: the regression's shared passes (choiceFit) give
-// the weights of one sum per word set, one gradient per word and one
-// softmax per call, bit for bit, on the testdata and on the shared tau2
-// traces (a real vocabulary, 26 tools, turns of several calls).
-func TestFitToolWordsSame(t *testing.T) {
-	check := func(t *testing.T, sessions []trace.Session) {
-		o := (&MineOptions{}).withDefaults()
-		m, tm := fitTables(sessions, &o, newLexicon(sessions))
-		c := compile(m)
-		if len(c.tools) < 2 || len(tm.samples) == 0 {
-			t.Fatalf("%d tools, %d samples: nothing fitted", len(c.tools), len(tm.samples))
-		}
-		got := toolWordWeights(c, tm.wordSets, tm.samples)
-		want := toolWordWeightsRef(c, tm.wordSets, tm.samples)
-		if len(got) != len(want) {
-			t.Fatalf("%d weights, want %d", len(got), len(want))
-		}
-		nonzero := 0
-		for i := range got {
-			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-				t.Fatalf("weight %d (word %d, tool %d) = %v, want %v", i, i/len(c.tools), i%len(c.tools), got[i], want[i])
-			}
-			if got[i] != 0 {
-				nonzero++
-			}
-		}
-		if nonzero == 0 {
-			t.Fatal("every weight is 0")
-		}
-	}
-	t.Run("testdata", func(t *testing.T) { check(t, readTestdata(t)) })
-	t.Run("tau2", func(t *testing.T) {
-		sessions, err := trace.Collect(trace.NewReader(nil).Events(sharedDir + "tau2-airline-retail-train-conv.jsonl.gz"))
-		if err != nil {
-			t.Skipf("shared traces not here: %v", err)
-		}
-		check(t, sessions)
-	})
-}
-
 // toolWordWeightsRef is toolWordWeights as it was before its passes were
 // shared (choiceFit): one sum per word set, one gradient per word, one
-// softmax per call. TestFitToolWordsSame holds the fast one to it, bit
+// softmax per call. TestFitsSame holds the fast one to it, bit
 // for bit.
 func toolWordWeightsRef(c *compiled, sets [][]int32, samples []choiceSample) []float64 {
 	nt, nv := len(c.tools), len(c.words)
