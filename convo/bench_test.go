@@ -125,19 +125,24 @@ func BenchmarkMineShared(b *testing.B) {
 	for _, s := range sessions {
 		calls += len(s.Events)
 	}
+	cpu := cpuTime()
 	for b.Loop() {
 		if _, err := Mine(sessions, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/call")
 }
 
-// BenchmarkToolWordWeights: tool choice's regression on the tables of
-// both shared -conv files (the full fit of BenchmarkMineShared), with its
-// passes shared (fast) and one sum per set, one softmax per call (ref),
-// side by side.
-func BenchmarkToolWordWeights(b *testing.B) {
+// BenchmarkFits: tool choice's regression and the value scorer's fit on
+// the tables of both shared -conv files (the full fit of
+// BenchmarkMineShared), with what their passes compute alike shared
+// (fast) and without (ref: one sum per set, one softmax per call; one
+// score per candidate, one softmax per instance), side by side. The
+// value scorer's runs include a copy of its instances (about 20 MB),
+// which it drops as it reads them.
+func BenchmarkFits(b *testing.B) {
 	var sessions []trace.Session
 	for _, name := range []string{"tau2-airline-retail-train-conv", "minisweagent-train-conv"} {
 		ss, err := trace.Collect(trace.NewReader(nil).Events(sharedDir + name + ".jsonl.gz"))
@@ -147,16 +152,31 @@ func BenchmarkToolWordWeights(b *testing.B) {
 		sessions = append(sessions, ss...)
 	}
 	o := (&MineOptions{}).withDefaults()
-	m, tm := fitTables(sessions, &o, newLexicon(sessions))
+	lex := newLexicon(sessions)
+	m, tm := fitTables(sessions, &o, lex)
 	c := compile(m)
-	b.Run("fast", func(b *testing.B) {
-		for b.Loop() {
-			toolWordWeights(c, tm.wordSets, tm.samples)
+	fits := map[string]func(){
+		"toolwords/fast": func() { toolWordWeights(c, tm.wordSets, tm.samples) },
+		"toolwords/ref":  func() { toolWordWeightsRef(c, tm.wordSets, tm.samples) },
+	}
+	setToolWords(m, c, toolWordWeights(c, tm.wordSets, tm.samples))
+	ins := instances(compile(m), sessions, o.MaxBytes, lex)
+	copyIns := func() []instance {
+		out := slices.Clone(ins)
+		for i := range out {
+			out[i].x = slices.Clone(out[i].x)
 		}
-	})
-	b.Run("ref", func(b *testing.B) {
-		for b.Loop() {
-			toolWordWeightsRef(c, tm.wordSets, tm.samples)
-		}
-	})
+		return out
+	}
+	fits["weights/fast"] = func() { fitWeights(copyIns()) }
+	fits["weights/ref"] = func() { fitWeightsRef(copyIns()) }
+	for _, name := range []string{"toolwords/fast", "toolwords/ref", "weights/fast", "weights/ref"} {
+		b.Run(name, func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				fits[name]()
+			}
+			reportCPU(b, cpu)
+		})
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -77,11 +76,13 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		return fit(sessions, &o, lex), nil
 	}
 	var halves [2][]trace.Session
-	for _, s := range sessions {
+	half := make([]int, len(sessions))
+	for i, s := range sessions {
 		h := 0
 		if trace.KeyBucket("convo/"+s.ID) < 0.5 {
 			h = 1
 		}
+		half[i] = h
 		halves[h] = append(halves[h], s)
 	}
 	both := len(halves[0]) > 0 && len(halves[1]) > 0
@@ -91,13 +92,26 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	var ll [2][len(lambdaGrid)]float64
 	choose := both && (opts == nil || opts.Lambda == 0)
 	var wg sync.WaitGroup
-	wg.Go(func() { m = fit(sessions, &o, lex) })
+	// The fit on all records the words heard at each call: each half
+	// reads its log likelihoods on the other half from them, in place of
+	// replaying it (toolLogLikSets).
+	var tmAll *tableMiner
+	tables := make(chan struct{})
+	wg.Go(func() {
+		var tm *tableMiner
+		m, tm = fitTables(sessions, &o, lex)
+		tmAll = tm
+		close(tables)
+		fitScores(m, tm, sessions, &o, lex)
+	})
 	if both {
 		for h := range halves {
 			wg.Go(func() {
 				halfModels[h] = fit(halves[h], &o, lex)
 				if choose {
-					toolLogLik(&ll[h], compile(halfModels[h]), halves[1-h], o.MaxBytes, lex)
+					<-tables
+					other := func(i int) bool { return half[i] != h }
+					toolLogLikSets(&ll[h], compile(halfModels[h]), tmAll, sessions, other, o.MaxBytes, lex)
 				}
 			})
 		}
@@ -138,37 +152,19 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	return m, nil
 }
 
-// lambdaGrid are the weights of the words that Mine chooses from.
-var lambdaGrid = [...]float64{0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1}
-
-// toolLogLik replays sessions with a model fitted on others and adds, for
-// each weight of lambdaGrid, the log probability it gave each call's tool.
-// lex may be nil.
-func toolLogLik(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
-	var probs []float64
-	r := newReplay(lex, false)
-	for _, s := range sessions {
-		st := r.state(c, maxBytes, s)
-		for ev := range trace.Known(s) {
-			if ev.IsMessage() {
-				st.hear(ev)
-				continue
-			}
-			if ti, ok := c.byName[ev.Tool]; ok {
-				probs = st.addToolLogLik(ll, ti, probs)
-			}
-			st.observe(ev)
-		}
-	}
-}
-
 // fit learns the tables and the weights of a model from sessions; lex
 // may be nil.
 func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
 	m, tm := fitTables(sessions, o, lex)
+	fitScores(m, tm, sessions, o, lex)
+	return m
+}
+
+// fitScores fits tool choice's weights and the value scorer's on the
+// tables of m, counted with tm from sessions.
+func fitScores(m *Model, tm *tableMiner, sessions []trace.Session, o *MineOptions, lex *lexicon) {
 	fitToolWords(m, compile(m), tm.wordSets, tm.samples)
 	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes, lex))
-	return m
 }
 
 // fitTables counts the tables of a model from sessions and keeps tool
@@ -178,6 +174,7 @@ func fitTables(sessions []trace.Session, o *MineOptions, lex *lexicon) (*Model, 
 	m.Words = vocabulary(sessions, o.MinSessions, lex)
 	c0 := compile(m)
 	tm := newTableMiner(m)
+	tm.vocab = c0.words
 	r := newReplay(lex, true)
 	for _, s := range sessions {
 		st := r.state(c0, o.MaxBytes, s)
@@ -190,6 +187,7 @@ func fitTables(sessions []trace.Session, o *MineOptions, lex *lexicon) (*Model, 
 			tm.call(st, ev)
 			st.observe(ev)
 		}
+		tm.ends = append(tm.ends, int32(len(tm.samples)))
 	}
 	tm.finish(o.MinSessions)
 	return m, tm
@@ -265,9 +263,12 @@ type tableMiner struct {
 	tfs     []string
 	set     []int32
 	// samples are tool choice's training calls, wordSets the sets of
-	// words they heard.
+	// words they heard (ids in vocab, the vocabulary's words in order),
+	// ends[i] the number of samples up to session i's last.
 	samples  []choiceSample
 	wordSets [][]int32
+	vocab    []string
+	ends     []int32
 }
 
 type constStat struct {
