@@ -153,7 +153,7 @@ func BenchmarkFits(b *testing.B) {
 	}
 	o := (&MineOptions{}).withDefaults()
 	lex := newLexicon(sessions)
-	m, tm := fitTables(sessions, &o, lex)
+	m, tm := fitTables(sessions, &o, lex, vocabulary(sessions, o.MinSessions, lex))
 	c := compile(m)
 	fits := map[string]func(){
 		"toolwords/fast": func() { toolWordWeights(c, tm.wordSets, tm.samples) },

@@ -18,7 +18,7 @@ func TestFitsSame(t *testing.T) {
 	check := func(t *testing.T, sessions []trace.Session) {
 		o := (&MineOptions{}).withDefaults()
 		lex := newLexicon(sessions)
-		m, tm := fitTables(sessions, &o, lex)
+		m, tm := fitTables(sessions, &o, lex, vocabulary(sessions, o.MinSessions, lex))
 		c := compile(m)
 		if len(c.tools) < 2 || len(tm.samples) == 0 {
 			t.Fatalf("%d tools, %d samples: nothing fitted", len(c.tools), len(tm.samples))

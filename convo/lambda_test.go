@@ -3,6 +3,7 @@ package convo
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestToolLogLikSets(t *testing.T) {
 	check := func(t *testing.T, sessions []trace.Session) {
 		o := (&MineOptions{}).withDefaults()
 		lex := newLexicon(sessions)
-		_, tm := fitTables(sessions, &o, lex)
+		_, tm := fitTables(sessions, &o, lex, vocabulary(sessions, o.MinSessions, lex))
 		var halves [2][]trace.Session
 		half := make([]int, len(sessions))
 		for i, s := range sessions {
@@ -32,7 +33,7 @@ func TestToolLogLikSets(t *testing.T) {
 			if len(halves[h]) == 0 {
 				t.Fatalf("half %d is empty", h)
 			}
-			c := compile(fit(halves[h], &o, lex))
+			c := compile(fit(halves[h], &o, lex, vocabulary(halves[h], o.MinSessions, lex)))
 			var got, want [len(lambdaGrid)]float64
 			toolLogLik(&want, c, halves[1-h], o.MaxBytes, lex)
 			toolLogLikSets(&got, c, tm, sessions, func(i int) bool { return half[i] != h }, o.MaxBytes, lex)
@@ -90,4 +91,29 @@ func TestToolLogLikSets(t *testing.T) {
 		}
 		check(t, sessions)
 	})
+}
+
+// TestVocabularies: the vocabularies of all sessions and of each half,
+// counted in one pass, are those of a pass over each.
+func TestVocabularies(t *testing.T) {
+	sessions, err := trace.Collect(trace.NewReader(nil).Events(sharedDir + "tau2-airline-retail-train-conv.jsonl.gz"))
+	if err != nil {
+		sessions = readTestdata(t)
+	}
+	lex := newLexicon(sessions)
+	var halves [2][]trace.Session
+	half := make([]int, len(sessions))
+	for i, s := range sessions {
+		half[i] = i % 3 % 2
+		halves[half[i]] = append(halves[half[i]], s)
+	}
+	all, byHalf := vocabularies(sessions, half, 5, lex)
+	if want := vocabulary(sessions, 5, nil); !maps.Equal(all, want) || len(all) == 0 {
+		t.Errorf("all: %d words, want %d", len(all), len(want))
+	}
+	for h := range halves {
+		if want := vocabulary(halves[h], 5, nil); !maps.Equal(byHalf[h], want) || len(want) == 0 {
+			t.Errorf("half %d: %d words, want %d", h, len(byHalf[h]), len(want))
+		}
+	}
 }

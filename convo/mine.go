@@ -73,7 +73,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	// Every message is read once for the replays below (lexicon.go).
 	lex := newLexicon(sessions)
 	if o.NoCalibration {
-		return fit(sessions, &o, lex), nil
+		return fit(sessions, &o, lex, vocabulary(sessions, o.MinSessions, lex)), nil
 	}
 	var halves [2][]trace.Session
 	half := make([]int, len(sessions))
@@ -86,6 +86,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		halves[h] = append(halves[h], s)
 	}
 	both := len(halves[0]) > 0 && len(halves[1]) > 0
+	words, halfWords := vocabularies(sessions, half, o.MinSessions, lex)
 	// The three fits are independent: run them side by side.
 	var m *Model
 	var halfModels [2]*Model
@@ -99,7 +100,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	tables := make(chan struct{})
 	wg.Go(func() {
 		var tm *tableMiner
-		m, tm = fitTables(sessions, &o, lex)
+		m, tm = fitTables(sessions, &o, lex, words)
 		tmAll = tm
 		close(tables)
 		fitScores(m, tm, sessions, &o, lex)
@@ -107,7 +108,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	if both {
 		for h := range halves {
 			wg.Go(func() {
-				halfModels[h] = fit(halves[h], &o, lex)
+				halfModels[h] = fit(halves[h], &o, lex, halfWords[h])
 				if choose {
 					<-tables
 					other := func(i int) bool { return half[i] != h }
@@ -152,10 +153,10 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	return m, nil
 }
 
-// fit learns the tables and the weights of a model from sessions; lex
-// may be nil.
-func fit(sessions []trace.Session, o *MineOptions, lex *lexicon) *Model {
-	m, tm := fitTables(sessions, o, lex)
+// fit learns the tables and the weights of a model from sessions, with
+// their vocabulary words; lex may be nil.
+func fit(sessions []trace.Session, o *MineOptions, lex *lexicon, words map[string]float64) *Model {
+	m, tm := fitTables(sessions, o, lex, words)
 	fitScores(m, tm, sessions, o, lex)
 	return m
 }
@@ -167,11 +168,11 @@ func fitScores(m *Model, tm *tableMiner, sessions []trace.Session, o *MineOption
 	m.Weights = fitWeights(instances(compile(m), sessions, o.MaxBytes, lex))
 }
 
-// fitTables counts the tables of a model from sessions and keeps tool
-// choice's samples in the returned miner.
-func fitTables(sessions []trace.Session, o *MineOptions, lex *lexicon) (*Model, *tableMiner) {
+// fitTables counts the tables of a model from sessions, with their
+// vocabulary words, and keeps tool choice's samples in the returned miner.
+func fitTables(sessions []trace.Session, o *MineOptions, lex *lexicon, words map[string]float64) (*Model, *tableMiner) {
 	m := &Model{Version: ModelVersion, MinSessions: o.MinSessions, Lambda: o.Lambda, Seq: make(map[string]map[string]float64)}
-	m.Words = vocabulary(sessions, o.MinSessions, lex)
+	m.Words = words
 	c0 := compile(m)
 	tm := newTableMiner(m)
 	tm.vocab = c0.words
@@ -196,31 +197,54 @@ func fitTables(sessions []trace.Session, o *MineOptions, lex *lexicon) (*Model, 
 // vocabulary returns the lower-case words of the sessions' messages seen
 // in at least min sessions, with their counts. lex may be nil.
 func vocabulary(sessions []trace.Session, min int, lex *lexicon) map[string]float64 {
-	df := make(map[string]int)
-	count := make(map[string]float64)
-	seen := make(map[string]bool)
+	all, _ := vocabularies(sessions, nil, min, lex)
+	return all
+}
+
+// vocabularies returns the vocabulary of sessions and of each half of
+// them (half[i] is session i's; nil: all in half 0), from one pass over
+// their messages: a word's count and its number of sessions in all are
+// the sums of its halves', the same integers as a pass over all.
+func vocabularies(sessions []trace.Session, half []int, min int, lex *lexicon) (all map[string]float64, halves [2]map[string]float64) {
+	type stat struct {
+		count [2]float64
+		df    [2]int32
+		last  int32 // 1 + the index of the last session it was seen in
+	}
+	// The lexicon's words by their ids (it holds every text of the
+	// sessions: Mine reads them all), in an array; the words of a text
+	// it did not read, by their text.
+	var lstats, stats []stat
+	if lex != nil {
+		lstats = make([]stat, len(lex.words))
+	}
+	index := make(map[string]int32)
+	var h int
+	var si int32
+	mark := func(st *stat) {
+		st.count[h]++
+		if st.last != si {
+			st.last = si
+			st.df[h]++
+		}
+	}
 	add := func(t string) {
 		if !isWord(t) {
 			return
 		}
-		count[t]++
-		if !seen[t] {
-			seen[t] = true
-			df[t]++
+		k, ok := index[t]
+		if !ok {
+			k = int32(len(stats))
+			index[t] = k
+			stats = append(stats, stat{})
 		}
+		mark(&stats[k])
 	}
-	// The lexicon's words by their ids (it holds every text of the
-	// sessions: Mine reads them all): counts in arrays, a session's
-	// words marked by its number (seenIn) in place of a set cleared.
-	var wcount []float64
-	var wdf, seenIn []int32
-	if lex != nil {
-		wcount = make([]float64, len(lex.words))
-		wdf = make([]int32, len(lex.words))
-		seenIn = make([]int32, len(lex.words))
-	}
-	for si, s := range sessions {
-		clear(seen)
+	for i, s := range sessions {
+		h, si = 0, int32(i)+1
+		if half != nil {
+			h = half[i]
+		}
 		for _, msg := range s.Messages {
 			l := lex.lexed(msg.Content)
 			if l == nil {
@@ -230,26 +254,29 @@ func vocabulary(sessions []trace.Session, min int, lex *lexicon) map[string]floa
 			// The lexicon's words are eachToken's (its dates are added
 			// per replay, not here).
 			for _, id := range l.wids {
-				wcount[id]++
-				if seenIn[id] != int32(si)+1 {
-					seenIn[id] = int32(si) + 1
-					wdf[id]++
-				}
+				mark(&lstats[id])
 			}
 		}
 	}
-	words := make(map[string]float64)
-	for w, n := range df {
-		if n >= min {
-			words[w] = count[w]
+	all = make(map[string]float64)
+	halves = [2]map[string]float64{make(map[string]float64), make(map[string]float64)}
+	put := func(w string, st *stat) {
+		if st.df[0]+st.df[1] >= int32(min) {
+			all[w] += st.count[0] + st.count[1]
+		}
+		for h := range halves {
+			if st.df[h] >= int32(min) {
+				halves[h][w] += st.count[h]
+			}
 		}
 	}
-	for id, n := range wdf {
-		if int(n) >= min {
-			words[lex.words[id]] += wcount[id]
-		}
+	for w, k := range index {
+		put(w, &stats[k])
 	}
-	return words
+	for id := range lstats {
+		put(lex.words[id], &lstats[id])
+	}
+	return all, halves
 }
 
 type tableMiner struct {
