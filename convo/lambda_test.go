@@ -12,8 +12,8 @@ import (
 )
 
 // TestToolLogLikSets: each half's log likelihoods on the other half,
-// read from the words the fit on all recorded (toolLogLikSets), are the
-// replay's (toolLogLik), bit for bit: on the testdata, on 200 sessions of
+// replayed (toolLogLik) or read from the words the fit on all recorded
+// (toolLogLikSets), are those of toolProbsAt in a replay, bit for bit: on the testdata, on 200 sessions of
 // the shared tau2 traces, and on sessions whose user says more words
 // than a call hears (maxToolWords), which it replays.
 func TestToolLogLikSets(t *testing.T) {
@@ -35,9 +35,14 @@ func TestToolLogLikSets(t *testing.T) {
 			}
 			c := compile(fit(halves[h], &o, lex, vocabulary(halves[h], o.MinSessions, lex)))
 			var got, want [len(lambdaGrid)]float64
-			toolLogLik(&want, c, halves[1-h], o.MaxBytes, lex)
+			var replayed [len(lambdaGrid)]float64
+			toolLogLikRef(&want, c, halves[1-h], o.MaxBytes, lex)
+			toolLogLik(&replayed, c, halves[1-h], o.MaxBytes, lex)
 			toolLogLikSets(&got, c, tm, sessions, func(i int) bool { return half[i] != h }, o.MaxBytes, lex)
 			for g := range want {
+				if math.Float64bits(replayed[g]) != math.Float64bits(want[g]) {
+					t.Errorf("half %d, lambda %v: log likelihood replayed %v, want %v", h, lambdaGrid[g], replayed[g], want[g])
+				}
 				if math.Float64bits(got[g]) != math.Float64bits(want[g]) {
 					t.Errorf("half %d, lambda %v: log likelihood %v, want %v", h, lambdaGrid[g], got[g], want[g])
 				}
@@ -114,6 +119,29 @@ func TestVocabularies(t *testing.T) {
 	for h := range halves {
 		if want := vocabulary(halves[h], 5, nil); !maps.Equal(byHalf[h], want) || len(want) == 0 {
 			t.Errorf("half %d: %d words, want %d", h, len(byHalf[h]), len(want))
+		}
+	}
+}
+
+// toolLogLikRef is toolLogLik with toolProbsAt at each weight: the
+// reference of TestToolLogLikSets.
+func toolLogLikRef(ll *[len(lambdaGrid)]float64, c *compiled, sessions []trace.Session, maxBytes int, lex *lexicon) {
+	var probs []float64
+	r := newReplay(lex, false)
+	for _, s := range sessions {
+		st := r.state(c, maxBytes, s)
+		for ev := range trace.Known(s) {
+			if ev.IsMessage() {
+				st.hear(ev)
+				continue
+			}
+			if ti, ok := c.byName[ev.Tool]; ok {
+				for g, l := range lambdaGrid {
+					probs = st.toolProbsAt(probs, l)
+					ll[g] += math.Log(max(probs[ti], 1e-9))
+				}
+			}
+			st.observe(ev)
 		}
 	}
 }
