@@ -90,6 +90,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	// The three fits are independent: run them side by side.
 	var m *Model
 	var halfModels [2]*Model
+	var halfCompiled [2]*compiled // compile reads no Lambda: one serves both uses
 	var ll [2][len(lambdaGrid)]float64
 	choose := both && (opts == nil || opts.Lambda == 0)
 	var wg sync.WaitGroup
@@ -109,10 +110,11 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 		for h := range halves {
 			wg.Go(func() {
 				halfModels[h] = fit(halves[h], &o, lex, halfWords[h])
+				halfCompiled[h] = compile(halfModels[h])
 				if choose {
 					<-tables
 					other := func(i int) bool { return half[i] != h }
-					toolLogLikSets(&ll[h], compile(halfModels[h]), tmAll, sessions, other, o.MaxBytes, lex)
+					toolLogLikSets(&ll[h], halfCompiled[h], tmAll, sessions, other, o.MaxBytes, lex)
 				}
 			})
 		}
@@ -135,7 +137,7 @@ func Mine(sessions []trace.Session, opts *MineOptions) (*Model, error) {
 	if both {
 		for h := range halves {
 			wg.Go(func() {
-				appendPairs(&halfPairs[h], compile(halfModels[h]), halves[1-h], o.MaxBytes, lex)
+				appendPairs(&halfPairs[h], halfCompiled[h], halves[1-h], o.MaxBytes, lex)
 			})
 		}
 	}
