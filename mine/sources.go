@@ -84,7 +84,10 @@ type evIndex struct {
 	heads []keyPlaces
 	locs  []loc
 	lists []locLists // loc.lists
-	want  keySet     // nil: every key
+	// lens has bit n set when a key n bytes long is indexed: findBase
+	// looks up the starts of a prefix of the lengths some key has.
+	lens [(maxKeyLen+2)/64 + 1]uint64
+	want keySet // nil: every key
 }
 
 // keyPlaces are the places of one key: the first and last in
@@ -129,6 +132,7 @@ func (x *evIndex) add(key []byte, l loc) {
 		h = int32(len(x.heads))
 		x.keys[string(key)] = h
 		x.heads = append(x.heads, keyPlaces{first: -1, last: -1})
+		x.lens[len(key)/64] |= 1 << (len(key) % 64)
 	}
 	kp := &x.heads[h]
 	if kp.n >= maxLocsPerKey {
@@ -469,7 +473,11 @@ func findBase(x *evIndex, prefix string, words bool) (loc, string, bool) {
 	}
 	for i := 0; i < len(prefix); i++ {
 		off = append(off, int32(len(buf)))
-		buf = rawjson.AppendEscaped(buf, prefix[i:i+1])
+		if c := prefix[i]; c >= 0x20 && c != '"' && c != '\\' {
+			buf = append(buf, c) // as AppendEscaped, without a call a byte
+		} else {
+			buf = rawjson.AppendEscaped(buf, prefix[i:i+1])
+		}
 	}
 	off = append(off, int32(len(buf)))
 	// The longest start that is a word, kept while a whole value may
@@ -482,6 +490,9 @@ func findBase(x *evIndex, prefix string, words bool) (loc, string, bool) {
 		}
 		// Longest first: closing the key at off[i] overwrites only what
 		// longer starts used.
+		if n := off[i] + 1; x.lens[n/64]&(1<<(n%64)) == 0 {
+			continue // no key that long
+		}
 		key := append(buf[:off[i]], '"')
 		for p := x.first(key); p >= 0; p = x.locs[p].next {
 			l := &x.locs[p]
