@@ -6,7 +6,7 @@ import (
 	"github.com/ahead-dev/ahead/pattern"
 )
 
-// outcomeCache remembers what a full pattern's evaluation counts at an
+// outcomeCache remembers what a list pattern's evaluation counts at an
 // occurrence, across contexts. A call follows many contexts (each that
 // its recent calls match), and after each the same mappings are assembled
 // into the same patterns, naming the same events by other context

@@ -174,15 +174,23 @@ func (m *worker) validateArg(c minedContext, tool, arg string, ac *argCand) {
 }
 
 // validate evaluates a full pattern at every occurrence of its context and
-// sets its counts. What the evaluation counts at an occurrence is
-// remembered across contexts (outcomeCache).
+// sets its counts. What the evaluation of a list pattern counts at an
+// occurrence is remembered across contexts (outcomeCache).
 func (m *worker) validate(c minedContext, pt *pattern.Pattern) {
 	cp, err := m.c.Compile(pt)
 	if err != nil {
 		return
 	}
-	id, refs, cached := m.outs.body(pt, m.refs)
-	m.refs = refs
+	// Only a list's outcomes are cached: a single call costs less to
+	// evaluate again than to look up among millions of outcomes (a fifth
+	// of the look-ups found one).
+	var id int32
+	var refs []int
+	cached := false
+	if pt.List != nil {
+		id, refs, cached = m.outs.body(pt, m.refs)
+		m.refs = refs
+	}
 	var pos []int
 	for _, oc := range c.occs {
 		h, p := m.history(c, oc, pos)
