@@ -46,7 +46,7 @@ type Options struct {
 	Discriminators []pattern.Discriminator
 	// Workers is how many contexts are mined at once (each worker keeps
 	// its own view of the events, about 1 KiB a call, and caches of at
-	// most 48 MiB: valueCache, outcomeCache); 0 means
+	// most 56 MiB: valueCache, outcomeCache, keyTable); 0 means
 	// runtime.GOMAXPROCS. The pool does not depend on it.
 	Workers int
 	// KeepValues keeps constants (argument values, discriminator values)
