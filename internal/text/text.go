@@ -67,7 +67,13 @@ func LineCount(s string) int {
 // line), trimmed, ignoring trailing newlines. It scans only as far as it
 // must.
 func LineAt(s string, n int) (string, bool) {
-	s = strings.TrimRight(s, "\r\n")
+	// strings.TrimRight(s, "\r\n"), which cost more than the rest:
+	// mining selects a line at every evaluation of a template.
+	end := len(s)
+	for end > 0 && (s[end-1] == '\n' || s[end-1] == '\r') {
+		end--
+	}
+	s = s[:end]
 	if s == "" {
 		return "", false
 	}
@@ -97,17 +103,44 @@ func LineAt(s string, n int) (string, bool) {
 	return strings.TrimSpace(s), true
 }
 
-// TokenAt returns token n of line (n < 0 counts from the end).
+// TokenAt returns token n of line (n < 0 counts from the end): the
+// tokens of TokenSpans, scanned only as far as n, from the end when it
+// counts from there.
 func TokenAt(line string, n int) (string, bool) {
-	var buf [32]Span
-	spans := TokenSpans(buf[:0], line)
-	if n < 0 {
-		n += len(spans)
-	}
-	if n < 0 || n >= len(spans) {
+	if n >= 0 {
+		for i := 0; i < len(line); {
+			if !IsTokenByte(line[i]) {
+				i++
+				continue
+			}
+			j := i
+			for j < len(line) && IsTokenByte(line[j]) {
+				j++
+			}
+			if n == 0 {
+				return line[i:j], true
+			}
+			n--
+			i = j
+		}
 		return "", false
 	}
-	return line[spans[n].Start:spans[n].End], true
+	for j := len(line); j > 0; {
+		if !IsTokenByte(line[j-1]) {
+			j--
+			continue
+		}
+		i := j
+		for i > 0 && IsTokenByte(line[i-1]) {
+			i--
+		}
+		if n == -1 {
+			return line[i:j], true
+		}
+		n++
+		j = i
+	}
+	return "", false
 }
 
 // The normalisations a selected string may get before it is placed in
