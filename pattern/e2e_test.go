@@ -66,18 +66,25 @@ func TestMinedPredictionReusedThroughEngine(t *testing.T) {
 		for _, name := range []string{"x1", "x2"} {
 			time.Sleep(2 * time.Second) // the model thinks
 			args := json.RawMessage(`{"name":"` + name + `"}`)
-			res, err := eng.Call(ctx, "agent", "read_item", args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Source != engine.Reused || res.Output != "content" {
-				t.Errorf("read_item %s: source %s, output %q; want reused", name, res.Source, res.Output)
-			}
+			// Counted before the agent asks: once x2's call is answered,
+			// the pool's positional pattern read_item → read_item(name =
+			// out(list_items)/items/1/name) names x2 again (p ≈ 0.16; only
+			// list patterns skip calls made), so x2 may run once more,
+			// before or after this goroutine looks (1 in ~600 runs under
+			// -race on a loaded machine).
 			mu.Lock()
 			n := runs[string(args)]
 			mu.Unlock()
 			if n != 1 {
-				t.Errorf("read_item %s ran %d times, want once (speculatively)", name, n)
+				t.Errorf("read_item %s ran %d times before the agent asked, want once (speculatively)", name, n)
+			}
+			res, err := eng.Call(ctx, "agent", "read_item", args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Reused: the agent's call ran nothing itself.
+			if res.Source != engine.Reused || res.Output != "content" {
+				t.Errorf("read_item %s: source %s, output %q; want reused", name, res.Source, res.Output)
 			}
 		}
 	})
