@@ -20,12 +20,40 @@ func (st *state) toolProbs(dst []float64) []float64 {
 
 // toolProbsAt is toolProbs with the words weighed by lambda.
 func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
+	dst = st.seqLogs(dst)
+	if len(dst) == 0 {
+		return dst
+	}
+	model := st.modelHeard()
+	best := math.Inf(-1)
+	for i := range dst {
+		if lambda > 0 && st.wsum != nil {
+			dst[i] += lambda * st.wsum[i]
+		}
+		if lambda > 0 && model {
+			dst[i] += lambda * st.msum[i]
+		}
+		best = max(best, dst[i])
+	}
+	var z float64
+	for i := range dst {
+		dst[i] = math.Exp(dst[i] - best)
+		z += dst[i]
+	}
+	for i := range dst {
+		dst[i] /= z
+	}
+	return dst
+}
+
+// seqLogs sets dst to the log probability of each tool from the call
+// sequence alone (all calls, after speech or not, after this context,
+// each smoothed towards the one before), the part of a tool's score that
+// no weight of the words changes.
+func (st *state) seqLogs(dst []float64) []float64 {
 	c := st.c
 	n := len(c.tools)
 	dst = slices.Grow(dst[:0], n)[:n]
-	if n == 0 {
-		return dst
-	}
 	flag := 0
 	if st.spoke {
 		flag = 1
@@ -36,7 +64,6 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 	}
 	fl := &c.seqFlag[flag]
 	all := &c.seqAll
-	best := math.Inf(-1)
 	for i := range c.tools {
 		pAll := (all.c[i] + 0.5) / (all.n + 0.5*float64(n))
 		pFlag := (fl.c[i] + 2*pAll) / (fl.n + 2)
@@ -44,23 +71,7 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 		if ctx != nil {
 			pCtx = (ctx.c[i] + 2*pFlag) / (ctx.n + 2)
 		}
-		s := math.Log(pCtx)
-		if lambda > 0 && st.wsum != nil {
-			s += lambda * st.wsum[i]
-		}
-		if lambda > 0 && st.modelHeard() {
-			s += lambda * st.msum[i]
-		}
-		dst[i] = s
-		best = max(best, s)
-	}
-	var z float64
-	for i := range dst {
-		dst[i] = math.Exp(dst[i] - best)
-		z += dst[i]
-	}
-	for i := range dst {
-		dst[i] /= z
+		dst[i] = math.Log(pCtx)
 	}
 	return dst
 }

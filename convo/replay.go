@@ -155,29 +155,9 @@ func (st *state) groupArray(n int) []group {
 // call sequence's log probabilities (which no weight changes) taken once
 // for all the weights. buf is scratch space, returned for the next call.
 func (st *state) addToolLogLik(ll *[len(lambdaGrid)]float64, ti int, buf []float64) []float64 {
-	c := st.c
-	n := len(c.tools)
+	n := len(st.c.tools)
 	buf = slices.Grow(buf[:0], 2*n)[:2*n]
-	base, dst := buf[:n], buf[n:]
-	flag := 0
-	if st.spoke {
-		flag = 1
-	}
-	var ctx *seqDist
-	if st.seq != nil && st.seq[flag].c != nil {
-		ctx = &st.seq[flag]
-	}
-	fl := &c.seqFlag[flag]
-	all := &c.seqAll
-	for i := range c.tools {
-		pAll := (all.c[i] + 0.5) / (all.n + 0.5*float64(n))
-		pFlag := (fl.c[i] + 2*pAll) / (fl.n + 2)
-		pCtx := pFlag
-		if ctx != nil {
-			pCtx = (ctx.c[i] + 2*pFlag) / (ctx.n + 2)
-		}
-		base[i] = math.Log(pCtx)
-	}
+	base, dst := st.seqLogs(buf[:0:n]), buf[n:]
 	model := st.modelHeard()
 	for g, lambda := range lambdaGrid {
 		best := math.Inf(-1)
