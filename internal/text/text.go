@@ -34,19 +34,24 @@ type Span struct{ Start, End int }
 
 // TokenSpans appends the spans of the tokens of line to dst.
 func TokenSpans(dst []Span, line string) []Span {
-	for i := 0; i < len(line); {
-		if !IsTokenByte(line[i]) {
-			i++
-			continue
-		}
-		j := i
-		for j < len(line) && IsTokenByte(line[j]) {
-			j++
-		}
+	for i, j := nextToken(line, 0); i < len(line); i, j = nextToken(line, j) {
 		dst = append(dst, Span{i, j})
-		i = j
 	}
 	return dst
+}
+
+// nextToken returns the span of line's first token at or after from;
+// start is len(line) when there is none.
+func nextToken(line string, from int) (start, end int) {
+	start = from
+	for start < len(line) && !IsTokenByte(line[start]) {
+		start++
+	}
+	end = start
+	for end < len(line) && IsTokenByte(line[end]) {
+		end++
+	}
+	return start, end
 }
 
 // MaxLines bounds how far from either end of a text a line selector
@@ -108,20 +113,11 @@ func LineAt(s string, n int) (string, bool) {
 // counts from there.
 func TokenAt(line string, n int) (string, bool) {
 	if n >= 0 {
-		for i := 0; i < len(line); {
-			if !IsTokenByte(line[i]) {
-				i++
-				continue
-			}
-			j := i
-			for j < len(line) && IsTokenByte(line[j]) {
-				j++
-			}
+		for i, j := nextToken(line, 0); i < len(line); i, j = nextToken(line, j) {
 			if n == 0 {
 				return line[i:j], true
 			}
 			n--
-			i = j
 		}
 		return "", false
 	}
