@@ -267,10 +267,17 @@ func toolWordWeights(c *compiled, sets [][]int32, samples []choiceSample) []floa
 // softmax sets q to the softmax of off + sum.
 func softmax(q, off, sum []float64) {
 	off, sum = off[:len(q)], sum[:len(q)]
-	best := math.Inf(-1)
 	for i := range q {
 		q[i] = off[i] + sum[i]
-		best = max(best, q[i])
+	}
+	softmaxInPlace(q)
+}
+
+// softmaxInPlace sets q to the softmax of q: exp(q - max q), normalised.
+func softmaxInPlace(q []float64) {
+	best := math.Inf(-1)
+	for _, v := range q {
+		best = max(best, v)
 	}
 	var tot float64
 	for i := range q {

@@ -25,7 +25,6 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 		return dst
 	}
 	model := st.modelHeard()
-	best := math.Inf(-1)
 	for i := range dst {
 		if lambda > 0 && st.wsum != nil {
 			dst[i] += lambda * st.wsum[i]
@@ -33,16 +32,8 @@ func (st *state) toolProbsAt(dst []float64, lambda float64) []float64 {
 		if lambda > 0 && model {
 			dst[i] += lambda * st.msum[i]
 		}
-		best = max(best, dst[i])
 	}
-	var z float64
-	for i := range dst {
-		dst[i] = math.Exp(dst[i] - best)
-		z += dst[i]
-	}
-	for i := range dst {
-		dst[i] /= z
-	}
+	softmaxInPlace(dst)
 	return dst
 }
 

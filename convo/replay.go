@@ -160,7 +160,6 @@ func (st *state) addToolLogLik(ll *[len(lambdaGrid)]float64, ti int, buf []float
 	base, dst := st.seqLogs(buf[:0:n]), buf[n:]
 	model := st.modelHeard()
 	for g, lambda := range lambdaGrid {
-		best := math.Inf(-1)
 		for i := range base {
 			s := base[i]
 			if lambda > 0 && st.wsum != nil {
@@ -170,14 +169,9 @@ func (st *state) addToolLogLik(ll *[len(lambdaGrid)]float64, ti int, buf []float
 				s += lambda * st.msum[i]
 			}
 			dst[i] = s
-			best = max(best, s)
 		}
-		var z float64
-		for i := range dst {
-			dst[i] = math.Exp(dst[i] - best)
-			z += dst[i]
-		}
-		ll[g] += math.Log(max(dst[ti]/z, 1e-9))
+		softmaxInPlace(dst)
+		ll[g] += math.Log(max(dst[ti], 1e-9))
 	}
 	return buf
 }
